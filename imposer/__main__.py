@@ -1,0 +1,3 @@
+from imposer.cli import main
+
+main()

@@ -1,0 +1,107 @@
+"""One rooted exception hierarchy.
+
+Permanent errors (bad input) and transient ones (throttling, licence busy)
+are different classes because they lead to different fates for a message:
+a permanent error fails the job at once, a transient one retries it.
+"""
+
+
+class ImposerError(Exception):
+    """Anything imposer raises on purpose."""
+
+
+class ConfigError(ImposerError):
+    """A setting or an argument is wrong; the process cannot start."""
+
+
+class BackendError(ImposerError):
+    """An AWS service did not do what was asked."""
+
+
+class EndpointUnreachable(BackendError):
+    """The AWS endpoint cannot be reached (is `imposer local` running?)."""
+
+
+class MissingResource(BackendError):
+    """A table, queue or bucket does not exist (run `imposer init`)."""
+
+
+class TransientBackendError(BackendError):
+    """Throttling or a transaction conflict; the same call may succeed later."""
+
+
+class LeaseLost(ImposerError):
+    """Our lease was reclaimed or replaced: the fencing epoch no longer matches."""
+
+
+class JobError(ImposerError):
+    """A job cannot complete; the subclass says whether retrying may help."""
+
+    #: Short machine-readable reason, stored on the job record.
+    kind = "error"
+
+
+class PermanentJobError(JobError):
+    """Retrying cannot help: the input or the request is wrong."""
+
+    kind = "permanent"
+
+
+class InvalidMessage(PermanentJobError):
+    """An SQS message body is not a valid job request."""
+
+    kind = "invalid_message"
+
+
+class LayoutError(PermanentJobError):
+    """A layout specification is malformed or cannot be satisfied."""
+
+    kind = "bad_layout"
+
+
+class InputPdfError(PermanentJobError):
+    """The input PDF is corrupt, encrypted, empty or otherwise unusable."""
+
+    kind = "bad_pdf"
+
+
+class ResourceLimitExceeded(PermanentJobError):
+    """The job's process tree went over its memory ceiling and was killed."""
+
+    kind = "resource"
+
+
+class TransientJobError(JobError):
+    """The attempt failed for a reason that may pass; the job is retried."""
+
+    kind = "transient"
+
+
+class LicenceUnavailable(TransientJobError):
+    """pdfToolbox could not get its licence (exit 100); not the tenant's fault."""
+
+    kind = "licence"
+
+
+class ToolTimeout(TransientJobError):
+    """The tool ran past the job timeout; its whole process tree was killed."""
+
+    kind = "timeout"
+
+
+class ToolConfigError(TransientJobError):
+    """pdfToolbox rejected the call or its configuration (exit 101, 102)."""
+
+    kind = "tool_config"
+
+
+class ToolFailed(TransientJobError):
+    """pdfToolbox failed internally or died by a signal (exit 103, 106, signals)."""
+
+    kind = "tool_internal"
+
+
+class StorageError(TransientJobError):
+    """An S3 transfer failed for a reason that may pass."""
+
+    kind = "storage"

@@ -1,0 +1,46 @@
+"""JSON-lines logging with the fields an operator greps for.
+
+Every record carries ``action``, ``tenant_id`` and ``job_id`` (empty when they
+do not apply), passed as ``extra`` through :func:`extra`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from pythonjsonlogger.json import JsonFormatter
+
+FIELDS = ("action", "tenant_id", "job_id")
+
+
+class _Defaults(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        for name in FIELDS:
+            if not hasattr(record, name):
+                setattr(record, name, None)
+        return True
+
+
+def extra(action: str, tenant_id: str | None = None, job_id: str | None = None, **more: Any) -> dict:
+    """Build the structured ``extra`` for one log call."""
+    return {"action": action, "tenant_id": tenant_id, "job_id": job_id, **more}
+
+
+def setup(level: str = "INFO", stream: Any = None) -> None:
+    """Send imposer's records to *stream* (stderr) as JSON lines."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.addFilter(_Defaults())
+    handler.setFormatter(
+        JsonFormatter(
+            "%(asctime)s %(levelname)s %(name)s %(message)s %(action)s %(tenant_id)s %(job_id)s",
+            rename_fields={"levelname": "level", "asctime": "time"},
+        )
+    )
+    root = logging.getLogger("imposer")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+    for noisy in ("botocore", "boto3", "urllib3", "werkzeug"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

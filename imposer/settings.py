@@ -1,0 +1,178 @@
+"""One frozen Settings, built from command-line options and IMPOSER_* variables.
+
+Precedence: an explicit option, then the environment variable, then the
+seed's default. Durations are float seconds so tests can run them fast.
+The AWS endpoint is boto3's own ``AWS_ENDPOINT_URL``, not a setting here.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any, Mapping
+
+import attrs
+
+from imposer.errors import ConfigError
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+def _setting(default: Any, env: str, kind: Any, help: str, minimum: float | None = None):
+    return attrs.field(
+        default=default,
+        metadata={"env": env, "kind": kind, "help": help, "minimum": minimum},
+    )
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """Every tunable of the worker, with the seed's defaults."""
+
+    slots: int = _setting(8, "IMPOSER_SLOTS", int, "Pool slots on this host (one licence = 8).", 1)
+    default_cap: int = _setting(
+        4, "IMPOSER_DEFAULT_CAP", int, "Per-tenant concurrency cap when no tier override.", 1
+    )
+    heartbeat_seconds: float = _setting(
+        60.0, "IMPOSER_HEARTBEAT_SECONDS", float, "Lease renewal interval.", 0.01
+    )
+    lease_ttl_seconds: float = _setting(
+        600.0, "IMPOSER_LEASE_TTL_SECONDS", float, "A lease not renewed this long is reclaimed.", 0.05
+    )
+    defer_seconds: float = _setting(
+        30.0, "IMPOSER_DEFER_SECONDS", float, "Visibility delay for a message at cap.", 0
+    )
+    sweep_seconds: float = _setting(
+        60.0, "IMPOSER_SWEEP_SECONDS", float, "Interval of the expired-lease sweep.", 0.01
+    )
+    host_id: str = _setting(
+        attrs.Factory(socket.gethostname), "IMPOSER_HOST_ID", str, "This worker's host id."
+    )
+    region: str = _setting("us-east-1", "AWS_DEFAULT_REGION", str, "AWS region.")
+    queue_name: str = _setting("imposer-jobs", "IMPOSER_QUEUE", str, "SQS job queue name.")
+    dlq_name: str = _setting("imposer-jobs-dlq", "IMPOSER_DLQ", str, "Dead-letter queue name.")
+    bucket: str = _setting("imposer-artwork", "IMPOSER_BUCKET", str, "Artwork and plate bucket.")
+    table_prefix: str = _setting(
+        "imposer", "IMPOSER_TABLE_PREFIX", str, "Prefix of the -leases, -jobs, -tenants tables."
+    )
+    engine: str = _setting("pdftoolbox", "IMPOSER_ENGINE", str, "pdftoolbox or open.")
+    pdftoolbox: str = _setting(
+        "pdfToolbox", "IMPOSER_PDFTOOLBOX", str, "Path of the pdfToolbox CLI."
+    )
+    pdftoolbox_args: str = _setting(
+        "", "IMPOSER_PDFTOOLBOX_ARGS", str, "Extra CLI arguments, e.g. licence-server options."
+    )
+    job_timeout_seconds: float = _setting(
+        1800.0, "IMPOSER_JOB_TIMEOUT_SECONDS", float, "Kill a job's tool after this long.", 0.1
+    )
+    memory_limit_mb: float = _setting(
+        4096.0, "IMPOSER_MEMORY_LIMIT_MB", float, "Kill a job's tool tree above this RSS.", 1
+    )
+    max_attempts: int = _setting(
+        3, "IMPOSER_MAX_ATTEMPTS", int, "Counted failures before a job is dead-lettered.", 1
+    )
+    retry_seconds: float = _setting(
+        60.0, "IMPOSER_RETRY_SECONDS", float, "Base delay before a failed job is retried.", 0
+    )
+    poll_seconds: int = _setting(
+        2, "IMPOSER_POLL_SECONDS", int, "SQS long-poll wait while slots are free (0-20).", 0
+    )
+    grace_seconds: float = _setting(
+        900.0, "IMPOSER_GRACE_SECONDS", float, "Drain: how long running jobs may finish.", 0
+    )
+    retention_seconds: float = _setting(
+        14 * 86400.0, "IMPOSER_RETENTION_SECONDS", float, "SQS retention set by init.", 60
+    )
+    republish_margin_seconds: float = _setting(
+        86400.0, "IMPOSER_REPUBLISH_MARGIN_SECONDS", float,
+        "Re-publish a waiting job this long before SQS retention would drop it.", 0,
+    )
+    republish_receive_count: int = _setting(
+        500, "IMPOSER_REPUBLISH_RECEIVE_COUNT", int,
+        "Re-publish a deferred message received this often (redrive safety net is 1000).", 2,
+    )
+    max_receive_count: int = _setting(
+        1000, "IMPOSER_MAX_RECEIVE_COUNT", int, "Queue redrive maxReceiveCount set by init.", 1
+    )
+    borrow: bool = _setting(False, "IMPOSER_BORROW", _bool, "Let a tenant at cap borrow idle slots.")
+    reserve_slots: int = _setting(
+        1, "IMPOSER_RESERVE_SLOTS", int, "Slots per host never lent to borrowed work.", 0
+    )
+    allow_http_loopback: bool = _setting(
+        False, "IMPOSER_WEBHOOK_ALLOW_LOOPBACK", _bool,
+        "Allow http:// webhooks to loopback (local use only).",
+    )
+    metrics_namespace: str = _setting(
+        "imposer", "IMPOSER_METRICS_NAMESPACE", str, "CloudWatch EMF namespace."
+    )
+    log_level: str = _setting("INFO", "IMPOSER_LOG_LEVEL", str, "Log level.")
+
+    @property
+    def leases_table(self) -> str:
+        return f"{self.table_prefix}-leases"
+
+    @property
+    def jobs_table(self) -> str:
+        return f"{self.table_prefix}-jobs"
+
+    @property
+    def tenants_table(self) -> str:
+        return f"{self.table_prefix}-tenants"
+
+    @classmethod
+    def load(cls, environ: Mapping[str, str] | None = None, **options: Any) -> "Settings":
+        """Build settings: options that are not None win over the environment."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for field in attrs.fields(cls):
+            meta = field.metadata
+            raw = options.get(field.name)
+            source = f"--{field.name.replace('_', '-')}"
+            if raw is None and meta["env"] in environ:
+                raw, source = environ[meta["env"]], meta["env"]
+            if raw is None:
+                continue
+            try:
+                value = meta["kind"](raw)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{source}: {raw!r} is not a valid {meta['kind'].__name__}") from None
+            if meta["minimum"] is not None and value < meta["minimum"]:
+                raise ConfigError(f"{source}: {value!r} is below the minimum {meta['minimum']}")
+            values[field.name] = value
+        unknown = set(options) - {f.name for f in attrs.fields(cls)}
+        if unknown:
+            raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
+        settings = cls(**values)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        if self.engine not in ("pdftoolbox", "open"):
+            raise ConfigError(f"IMPOSER_ENGINE: {self.engine!r} is not pdftoolbox or open")
+        if not 0 <= self.poll_seconds <= 20:
+            raise ConfigError("IMPOSER_POLL_SECONDS must be between 0 and 20")
+        if self.heartbeat_seconds >= self.lease_ttl_seconds:
+            raise ConfigError("IMPOSER_HEARTBEAT_SECONDS must be shorter than the lease TTL")
+        if self.reserve_slots >= self.slots:
+            raise ConfigError("IMPOSER_RESERVE_SLOTS must be smaller than IMPOSER_SLOTS")
+
+    def evolve(self, **changes: Any) -> "Settings":
+        return attrs.evolve(self, **changes)
+
+
+def env_help(name: str) -> str:
+    """Help text of a setting with its variable and default, for click options."""
+    field = attrs.fields_dict(Settings)[name]
+    default = field.default
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        default = "host name"
+    return f"{field.metadata['help']} [env {field.metadata['env']}; default {default}]"
