@@ -285,6 +285,10 @@ class JobRecord:
     #: Seconds the last attempt ran.
     run_seconds: float | None = None
     layout_name: str | None = None
+    #: Last time the parent saw the message (receipt or deferral).
+    last_seen_at: float | None = None
+    last_defer_at: float | None = None
+    lease_expires_at: float | None = None
 
     def to_item(self) -> dict[str, Any]:
         item = attrs.asdict(self)

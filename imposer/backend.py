@@ -1,0 +1,84 @@
+"""Shared botocore set-up for the three AWS adapters (queue, dynamo, storage).
+
+Clients retry throttling with botocore's standard mode; this module turns
+botocore's failures into imposer's own exceptions so that nothing above the
+adapters sees ``ClientError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
+
+import boto3
+import botocore.config
+import botocore.exceptions
+
+from imposer.errors import (
+    BackendError,
+    EndpointUnreachable,
+    MissingResource,
+    TransientBackendError,
+)
+
+_MISSING = {
+    "ResourceNotFoundException",
+    "QueueDoesNotExist",
+    "AWS.SimpleQueueService.NonExistentQueue",
+    "NoSuchBucket",
+}
+_TRANSIENT = {
+    "ThrottlingException",
+    "Throttling",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "TransactionConflictException",
+    "TransactionInProgressException",
+    "InternalServerError",
+    "ServiceUnavailable",
+    "SlowDown",
+}
+
+
+def client(service: str, region: str, read_timeout: float = 30.0):
+    """Make a boto3 client with standard retries; AWS_ENDPOINT_URL is honoured by boto3."""
+    config = botocore.config.Config(
+        region_name=region,
+        retries={"mode": "standard", "max_attempts": 5},
+        connect_timeout=5,
+        read_timeout=read_timeout,
+        max_pool_connections=20,
+    )
+    return boto3.session.Session().client(service, config=config)
+
+
+def endpoint() -> str:
+    return os.environ.get("AWS_ENDPOINT_URL") or "the AWS default endpoint"
+
+
+def error_code(exc: botocore.exceptions.ClientError) -> str:
+    return exc.response.get("Error", {}).get("Code", "")
+
+
+@contextlib.contextmanager
+def translated(what: str) -> Iterator[None]:
+    """Re-raise botocore errors of the block as imposer errors naming *what*."""
+    try:
+        yield
+    except botocore.exceptions.EndpointConnectionError:
+        raise EndpointUnreachable(
+            f"cannot reach {endpoint()} for {what} (is `imposer local` running?)"
+        ) from None
+    except botocore.exceptions.NoCredentialsError:
+        raise BackendError(f"no AWS credentials for {what}") from None
+    except botocore.exceptions.ClientError as exc:
+        code = error_code(exc)
+        message = exc.response.get("Error", {}).get("Message", str(exc))
+        if code in _MISSING:
+            raise MissingResource(f"{what}: {message} (run `imposer init`)") from None
+        if code in _TRANSIENT:
+            raise TransientBackendError(f"{what}: {code}: {message}") from None
+        raise BackendError(f"{what}: {code}: {message}") from None
+    except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectionClosedError) as exc:
+        raise TransientBackendError(f"{what}: {exc}") from None
