@@ -243,3 +243,115 @@ def tenants_list(settings: Settings, as_json: bool) -> None:
     for r in rows:
         tag = "" if r["override"] else " (default)"
         click.echo(f"{r['tenant_id']:20} cap {r['cap']}{tag:10} inflight {r['inflight']}")
+
+
+RUN_NAMES = AWS_NAMES + (
+    "slots", "default_cap", "heartbeat_seconds", "lease_ttl_seconds", "defer_seconds",
+    "sweep_seconds", "host_id", "engine", "pdftoolbox", "pdftoolbox_args",
+    "job_timeout_seconds", "memory_limit_mb", "max_attempts", "retry_seconds", "poll_seconds",
+    "grace_seconds", "retention_seconds", "republish_margin_seconds", "republish_receive_count",
+    "borrow", "reserve_slots", "allow_http_loopback", "metrics_namespace", "log_level",
+)
+
+
+@main.command()
+@click.option("--max-jobs", type=click.IntRange(min=1), default=None,
+              help="Stop taking jobs after this many were started, then drain and exit.")
+@click.option("--exit-when-idle", is_flag=True,
+              help="Exit once nothing runs here and the queue holds no message.")
+@settings_options(*RUN_NAMES)
+@handle_errors
+def run(settings: Settings, max_jobs, exit_when_idle) -> None:
+    """Run the worker: poll SQS, lease per tenant, impose in a fixed process pool.
+
+    SIGTERM or Ctrl-C drains (no new jobs; running ones finish within the
+    grace period while their leases are renewed); a second one stops fast
+    (children killed, leases released, messages returned to the queue).
+    """
+    from imposer.supervisor import Supervisor
+    from imposer.notify import JobNotifier
+    from imposer.wiring import connect
+
+    backends = connect(settings)
+    for table in (settings.leases_table, settings.jobs_table, settings.tenants_table):
+        if not backends.dynamo.table_exists(table):
+            fail(f"table {table} does not exist (run `imposer init`)", EXIT_CONFIG)
+    backends.queue.url()
+    if settings.engine == "pdftoolbox":
+        import shutil
+
+        if shutil.which(settings.pdftoolbox) is None:
+            fail(f"pdfToolbox not found at {settings.pdftoolbox!r} (set --pdftoolbox or "
+                 "IMPOSER_PDFTOOLBOX, or use --engine open)", EXIT_CONFIG)
+    notifier = JobNotifier(backends)
+    code = Supervisor(backends, max_jobs=max_jobs, exit_when_idle=exit_when_idle,
+                      notifier=notifier).run()
+    sys.exit(code)
+
+
+@main.command()
+@click.option("--tenant", help="Only this tenant's jobs.")
+@click.option("--status", "statuses", multiple=True,
+              type=click.Choice(["queued", "running", "retrying", "succeeded", "failed", "dead"]),
+              help="Only jobs in this state (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of job records.")
+@settings_options(*AWS_NAMES, "default_cap")
+@handle_errors
+def jobs(settings: Settings, tenant, statuses, as_json) -> None:
+    """List job records: status, attempts, wait, and why a job waits or failed."""
+    import attrs
+
+    from imposer.wiring import connect
+
+    records = connect(settings).jobs.list(tenant, statuses or None)
+    if as_json:
+        out = []
+        for r in records:
+            item = attrs.asdict(r)
+            item["status"] = r.status.value
+            item.pop("epoch", None)
+            out.append(item)
+        click.echo(json.dumps(out, indent=2, default=str))
+        return
+    if not records:
+        click.echo("no jobs")
+        return
+    click.echo(f"{'JOB':34} {'TENANT':14} {'STATUS':10} {'TRIES':>5} {'WAIT':>7}  REASON")
+    for r in records:
+        wait = f"{r.queue_wait:.1f}s" if r.queue_wait is not None else "-"
+        why = r.wait_reason or r.error or ""
+        click.echo(f"{r.job_id:34} {r.tenant_id:14} {r.status.value:10} {r.attempts:>5} "
+                   f"{wait:>7}  {why}")
+
+
+@main.command()
+@click.option("--tenant", required=True, help="Tenant id (also the MessageGroupId).")
+@click.option("--pdf", "pdf", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Artwork PDF to impose.")
+@click.option("--layout", required=True, help="Layout: a JSON file or a preset name.")
+@click.option("--token", help="Idempotency token (default: the new job id).")
+@click.option("--webhook", help="URL to POST the signed completion event to.")
+@click.option("--redis-url", envvar="IMPOSER_REDIS_URL",
+              help="Redis for admission control [env IMPOSER_REDIS_URL]; none: no checks.")
+@settings_options("region", "queue_name", "bucket")
+def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url) -> None:
+    """Upload a PDF under the tenant's prefix and publish one job (layer 1 + layer 3)."""
+    from imposer.client import AdmissionError, SubmitError, submit as client_submit
+
+    admission = None
+    if redis_url:
+        from imposer.client import Admission
+
+        admission = Admission.from_url(redis_url)
+    try:
+        request = client_submit(tenant, pdf, layout, token=token, webhook=webhook,
+                                admission=admission, bucket=settings.bucket,
+                                queue=settings.queue_name, region=settings.region)
+    except AdmissionError as exc:
+        fail(str(exc), exc.exit_code)
+    except SubmitError as exc:
+        fail(str(exc), getattr(exc, "exit_code", EXIT_BACKEND))
+    except (ValueError, FileNotFoundError) as exc:
+        fail(str(exc), 2)
+    click.echo(f"submitted job {request.job_id} for {tenant} (token {request.token})")
+    click.echo(f"plate will be written to {request.output}")

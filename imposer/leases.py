@@ -67,14 +67,15 @@ class LeaseStore:
 
     # -- acquire ---------------------------------------------------------
     def acquire(self, request: JobRequest, host: str, slot: int,
-                sent_at: float | None = None) -> Acquisition:
+                sent_at: float | None = None, receipt: str | None = None) -> Acquisition:
         """Take a slot for *request* in one transaction, or say why not."""
         tenant = request.tenant_id
         cap = self.tenants.cap_for(tenant)
         now = self.clock.time()
         submitted = request.submitted_at or sent_at or now
         lease = Lease(tenant_id=tenant, job_id=request.job_id, host=host, slot=slot,
-                      epoch=uuid.uuid4().hex, acquired_at=now, expires_at=now + self.ttl)
+                      epoch=uuid.uuid4().hex, acquired_at=now, expires_at=now + self.ttl,
+                      receipt=receipt)
         job = (Update()
                .set(status=JobStatus.RUNNING.value, tenant_id=tenant, host=host, slot=slot,
                     epoch=lease.epoch, started_at=now, lease_expires_at=lease.expires_at,

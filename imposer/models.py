@@ -221,6 +221,9 @@ class Lease:
     expires_at: float
     #: True when the slot was borrowed beyond the tenant's cap.
     borrowed: bool = False
+    #: Receipt handle of the SQS message, so a restart or a sweep can make it
+    #: visible again at once instead of waiting for its visibility to run out.
+    receipt: str | None = attrs.field(default=None, repr=False, eq=False)
 
     def to_item(self) -> dict[str, Any]:
         item = attrs.asdict(self)
@@ -238,6 +241,7 @@ class Lease:
             acquired_at=_num(item["acquired_at"]),
             expires_at=_num(item["expires_at"]),
             borrowed=bool(item.get("borrowed", False)),
+            receipt=item.get("receipt"),
         )
 
 
@@ -280,6 +284,7 @@ class JobRecord:
     output: str | None = None
     webhook: str | None = None
     webhook_status: str | None = None
+    webhook_detail: str | None = None
     #: Seconds from submission to lease acquired (last attempt).
     queue_wait: float | None = None
     #: Seconds the last attempt ran.

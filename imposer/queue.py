@@ -74,12 +74,13 @@ class JobQueue:
             ))
         return out
 
-    def change_visibility(self, message: Received, delay: float) -> bool:
-        """Set when *message* shows up again; False if the receipt is no longer valid."""
+    def change_visibility(self, message: Received | str, delay: float) -> bool:
+        """Set when *message* (or a receipt handle) shows up again; False if no longer ours."""
+        receipt = message if isinstance(message, str) else message.receipt
         try:
             with backend.translated(f"change visibility on {self.name}"):
                 self.client.change_message_visibility(
-                    QueueUrl=self.url(), ReceiptHandle=message.receipt,
+                    QueueUrl=self.url(), ReceiptHandle=receipt,
                     VisibilityTimeout=seconds(delay))
         except BackendError as exc:
             if "ReceiptHandleIsInvalid" in str(exc) or "MessageNotInflight" in str(exc) \
@@ -111,11 +112,11 @@ class JobQueue:
         self.send(message.body, message.group_id or "unknown", attributes, queue=self.dlq_name)
         self.delete(message)
 
-    def republish(self, message: Received) -> str:
-        """Send a fresh copy of *message* (same body and group), then retire the old one."""
+    def republish(self, message: Received, body: str | None = None) -> str:
+        """Send a fresh copy of *message* (same job, same group), then retire the old one."""
         attributes = dict(message.attributes)
         attributes["imposer_republished_from"] = message.message_id
-        new_id = self.send(message.body, message.group_id or "unknown", attributes)
+        new_id = self.send(body or message.body, message.group_id or "unknown", attributes)
         self.delete(message)
         return new_id
 

@@ -25,8 +25,12 @@ class SweepReport:
     repaired: dict[str, tuple[int, int]] = attrs.field(factory=dict)
 
 
-def sweep(store: LeaseStore, metrics: Metrics, host: str | None = None) -> SweepReport:
-    """Reclaim every expired lease, count ``lease_recovered``, repair counters."""
+def sweep(store: LeaseStore, metrics: Metrics, host: str | None = None,
+          queue=None) -> SweepReport:
+    """Reclaim every expired lease, count ``lease_recovered``, repair counters.
+
+    With *queue*, a reclaimed job's message is made visible at once.
+    """
     now = store.clock.time()
     reclaimed = []
     for lease in store.leases():
@@ -37,11 +41,22 @@ def sweep(store: LeaseStore, metrics: Metrics, host: str | None = None) -> Sweep
         if store.reclaim(lease, reason):
             reclaimed.append(lease)
             _recovered(metrics, lease, "expired", host)
+            _release_message(queue, lease)
     repaired = store.repair()
     return SweepReport(reclaimed=tuple(reclaimed), repaired=repaired)
 
 
-def reclaim_host(store: LeaseStore, metrics: Metrics, host: str) -> list[Lease]:
+def reclaim_expired(store: LeaseStore, metrics: Metrics, lease: Lease,
+                    host: str | None = None, queue=None) -> bool:
+    """Reclaim one expired lease found in the way of a new delivery."""
+    reason = f"lease on host {lease.host} slot {lease.slot} expired; reclaimed on redelivery"
+    if store.reclaim(lease, reason):
+        _recovered(metrics, lease, "expired", host)
+        return True
+    return False
+
+
+def reclaim_host(store: LeaseStore, metrics: Metrics, host: str, queue=None) -> list[Lease]:
     """On start, take back at once every lease a previous incarnation of *host* left."""
     reclaimed = []
     for lease in store.leases():
@@ -51,7 +66,18 @@ def reclaim_host(store: LeaseStore, metrics: Metrics, host: str) -> list[Lease]:
         if store.reclaim(lease, reason, own_host=host):
             reclaimed.append(lease)
             _recovered(metrics, lease, "restart", host)
+            _release_message(queue, lease)
     return reclaimed
+
+
+def _release_message(queue, lease: Lease) -> None:
+    """Make the reclaimed job's message visible now (if its receipt is still valid)."""
+    if queue is not None and lease.receipt:
+        try:
+            queue.change_visibility(lease.receipt, 0)
+        except Exception as exc:  # the message returns on its own when visibility ends
+            logger.info("could not return message of %s early: %s", lease.job_id, exc,
+                        extra=extra("message_return_skipped", lease.tenant_id, lease.job_id))
 
 
 def _recovered(metrics: Metrics, lease: Lease, why: str, sweeper: str | None) -> None:

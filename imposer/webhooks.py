@@ -150,7 +150,8 @@ def check_url(url: str, allowed_hosts: Iterable[str], allow_http_loopback: bool 
     return Target(url=url, host=host, port=port, addresses=addresses)
 
 
-def _connect(addresses: tuple[str, ...], address: tuple, timeout: Any = socket._GLOBAL_DEFAULT_TIMEOUT,
+def _connect(addresses: tuple[str, ...], address: tuple,
+             timeout: Any = socket._GLOBAL_DEFAULT_TIMEOUT,
              source_address: Any = None) -> socket.socket:
     """Open the TCP connection to a checked address instead of resolving the name again."""
     error: OSError = OSError("no address to connect to")
@@ -211,7 +212,8 @@ class Notifier:
     def __init__(self, on_result: Callable[[str, str, str], Any] | None = None, *,
                  attempts: int = 5, base_delay: float = 2.0, max_delay: float = 300.0,
                  timeout: float = 10.0, allow_http_loopback: bool = False,
-                 resolve: Callable[..., list] = socket.getaddrinfo, clock: Callable[[], float] = time.time,
+                 resolve: Callable[..., list] = socket.getaddrinfo,
+                 clock: Callable[[], float] = time.time,
                  ssl_context: ssl.SSLContext | None = None) -> None:
         self.on_result = on_result
         self.attempts, self.base_delay, self.max_delay = attempts, base_delay, max_delay
@@ -245,6 +247,7 @@ class Notifier:
         self._thread.join(timeout)
         if self._thread.is_alive():
             self._halt.set()
+            self._queue.put(_STOP)  # wake a thread waiting for the next retry
             self._thread.join(self.timeout + 1.0)
             return False
         return True
@@ -290,6 +293,7 @@ class Notifier:
         except WebhookRefused as exc:
             return self._finish(job, "refused", str(exc))
         except urllib.error.HTTPError as exc:
+            exc.close()
             code, reason = exc.code, f"HTTP {exc.code}"
             if code not in _RETRY_STATUS:
                 return self._finish(job, "failed", f"{reason} on attempt {job.attempt}")
@@ -303,19 +307,21 @@ class Notifier:
         if job.attempt >= self.attempts:
             return self._finish(job, "failed", f"{reason} after {job.attempt} attempts")
         delay = min(self.max_delay, self.base_delay * 2 ** (job.attempt - 1))
-        logger.info("webhook attempt %d failed (%s); retrying in %.1f s", job.attempt, reason, delay,
-                    extra=self._extra("webhook_retry", job))
+        logger.info("webhook attempt %d failed (%s); retrying in %.1f s", job.attempt, reason,
+                    delay, extra=self._extra("webhook_retry", job))
         heapq.heappush(self._retries, (time.monotonic() + delay, next(self._order), job))
 
     def _finish(self, job: Delivery, status: str, detail: str) -> None:
         level = logging.INFO if status == "delivered" else logging.WARNING
-        logger.log(level, "webhook %s: %s", status, detail, extra=self._extra(f"webhook_{status}", job))
+        logger.log(level, "webhook %s: %s", status, detail,
+                   extra=self._extra(f"webhook_{status}", job))
         if self.on_result is None:
             return
         try:
             self.on_result(str(job.event.get("job_id")), status, detail)
         except Exception:
-            logger.exception("webhook result callback failed", extra=self._extra("webhook_error", job))
+            logger.exception("webhook result callback failed",
+                             extra=self._extra("webhook_error", job))
 
     @staticmethod
     def _extra(action: str, job: Delivery) -> dict:

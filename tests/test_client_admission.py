@@ -92,7 +92,8 @@ class TestIdempotency:
             proc.join(timeout=30)
         admitted = [job for kind, job in outcomes if kind == "admitted"]
         assert len(admitted) == 1, outcomes
-        assert sorted(outcomes) == sorted([("admitted", admitted[0])] + [("duplicate", admitted[0])] * 7)
+        assert sorted(outcomes) == sorted(
+            [("admitted", admitted[0])] + [("duplicate", admitted[0])] * 7)
 
 
 class TestUndo:
@@ -185,7 +186,7 @@ class TestInflightCap:
         admission.admit("acme", "tok-500", "job-500")
 
     def test_stale_entries_dropped(self, admission, clock):
-        """In-flight entries older than the safety TTL stop counting, so a lost webhook cannot wedge a tenant."""
+        """In-flight entries older than the safety TTL stop counting: a lost webhook cannot wedge."""
         fill(admission, 500)
         clock.advance(24 * 3600 - 1)
         with pytest.raises(InflightCapReached):

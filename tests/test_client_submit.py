@@ -74,7 +74,7 @@ class TestPublish:
         assert request.layout == {"nup": 2}
 
     def test_inputs_under_tenant_prefix(self, aws, make_pdf):
-        """The PDF lands under tenants/<tenant>/jobs/<job>/ and the request passes the worker's prefix check."""
+        """The PDF lands under tenants/<tenant>/jobs/<job>/ and passes the worker's prefix check."""
         pdf = make_pdf()
         request = submit("acme", pdf, "2up", job_id="job-1", aws=aws)
         assert keys(aws) == ["tenants/acme/jobs/job-1/input.pdf"]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import queue
 import socket
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -57,7 +59,60 @@ def receiver():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     server.codes, server.requests = [], []
     server.url = f"http://127.0.0.1:{server.server_port}/hook"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _certificates(tmp_path, name: str):
+    """Write a CA and a server certificate for *name*; return (CA PEM, cert path, key path)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def issue(subject, issuer, public_key, signer, ca: bool):
+        start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=1)
+        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+                   .public_key(public_key).serial_number(x509.random_serial_number())
+                   .not_valid_before(start).not_valid_after(start + datetime.timedelta(days=2))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if ca:
+            builder = builder.add_extension(x509.KeyUsage(
+                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                key_encipherment=False, data_encipherment=False, key_agreement=False,
+                encipher_only=False, decipher_only=False), critical=True)
+        else:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "imposer test CA")])
+    ca = issue(ca_name, ca_name, ca_key.public_key(), ca_key, ca=True)
+    leaf = issue(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]), ca_name,
+                 key.public_key(), ca_key, ca=False)
+    cert_path, key_path = tmp_path / "server.pem", tmp_path / "server.key"
+    cert_path.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return ca.public_bytes(serialization.Encoding.PEM).decode(), cert_path, key_path
+
+
+@pytest.fixture
+def tls_receiver(tmp_path):
+    """An HTTPS server on 127.0.0.1 holding a certificate for hooks.acme.test."""
+    ca_pem, cert, key = _certificates(tmp_path, "hooks.acme.test")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.codes, server.requests = [], []
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert, key)
+    server.socket = server_context.wrap_socket(server.socket, server_side=True)
+    server.trust = ssl.create_default_context(cadata=ca_pem)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield server
     server.shutdown()
@@ -101,7 +156,8 @@ class TestCheckUrl:
     def test_refuses_http(self):
         """Plain http is refused when loopback is not enabled, whatever the host."""
         with pytest.raises(WebhookRefused, match="https"):
-            check_url("http://hooks.acme.test/x", ["hooks.acme.test"], resolve=resolver("93.184.216.34"))
+            check_url("http://hooks.acme.test/x", ["hooks.acme.test"],
+                      resolve=resolver("93.184.216.34"))
 
     def test_http_only_to_loopback(self):
         """With the exception on, plain http to a public address is still refused."""
@@ -120,7 +176,8 @@ class TestCheckUrl:
     def test_refuses_name_resolving_private(self):
         """An allowed name that resolves to a private address is refused."""
         with pytest.raises(WebhookRefused, match="10.1.2.3"):
-            check_url("https://hooks.acme.test/x", ["hooks.acme.test"], resolve=resolver("10.1.2.3"))
+            check_url("https://hooks.acme.test/x", ["hooks.acme.test"],
+                      resolve=resolver("10.1.2.3"))
 
     def test_refuses_if_any_address_private(self):
         """One private address among public ones is enough to refuse."""
@@ -172,7 +229,7 @@ class TestBuildEvent:
 
 
 class TestNotifier:
-    def test_refused_without_request(self, notifier, receiver, results):
+    def test_refused_without_request(self, receiver, results):
         """A name resolving to loopback and a private address is refused and nothing is sent."""
         n = Notifier(lambda *r: results.put(r), allow_http_loopback=True,
                      resolve=resolver("127.0.0.1", "10.0.0.1")).start()
@@ -270,3 +327,28 @@ class TestNotifier:
         assert n.stop(0.2) is False
         assert results.get(timeout=5) == ("job-1", "failed", "notifier stopped before delivery")
         assert not n.is_alive()
+
+
+class TestNotifierTls:
+    def test_https_to_checked_address(self, tls_receiver, results):
+        """Over https the request goes to the checked address; TLS verifies the URL's host."""
+        n = Notifier(lambda *r: results.put(r), allow_http_loopback=True,
+                     ssl_context=tls_receiver.trust, resolve=resolver("127.0.0.1")).start()
+        n.notify(f"https://hooks.acme.test:{tls_receiver.server_port}/hook", EVENT, SECRET,
+                 ["*.acme.test"])
+        assert results.get(timeout=10) == ("job-1", "delivered", "HTTP 200 on attempt 1")
+        ((headers, body, _),) = tls_receiver.requests
+        assert headers["Host"] == f"hooks.acme.test:{tls_receiver.server_port}"
+        assert verify_webhook(headers, body, SECRET) == EVENT
+        assert n.stop(5)
+
+    def test_https_wrong_certificate(self, tls_receiver, results):
+        """A certificate for another host name fails the delivery; nothing reaches the handler."""
+        n = Notifier(lambda *r: results.put(r), allow_http_loopback=True, attempts=1,
+                     ssl_context=tls_receiver.trust, resolve=resolver("127.0.0.1")).start()
+        n.notify(f"https://other.acme.test:{tls_receiver.server_port}/hook", EVENT, SECRET,
+                 ["*.acme.test"])
+        job_id, status, detail = results.get(timeout=10)
+        assert status == "failed" and "certificate" in detail.lower()
+        assert tls_receiver.requests == []
+        assert n.stop(5)

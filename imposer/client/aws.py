@@ -50,7 +50,8 @@ class Aws:
         except (ClientError, BotoCoreError, S3UploadFailedError) as exc:
             if any(code in str(exc) for code in _MISSING_BUCKET):
                 raise SubmitError(f"bucket {bucket!r} does not exist") from exc
-            raise SubmitError(f"cannot upload {path} to s3://{bucket}/{key}: {_reason(exc)}") from exc
+            raise SubmitError(
+                f"cannot upload {path} to s3://{bucket}/{key}: {_reason(exc)}") from exc
         return f"s3://{bucket}/{key}"
 
     def upload_bytes(self, data: bytes, bucket: str, key: str,

@@ -33,11 +33,14 @@ def list_presets() -> list[Layout]:
 def load_layout(source: Any) -> Layout:
     """Return the Layout named by *source*: a preset name, a JSON file path or a dict.
 
-    A str is a preset name unless it contains '/' or ends in '.json'.
+    A str is a preset name unless it contains '/' or ends in '.json'; a dict
+    is an inline spec, or ``{"preset": NAME}`` to name a preset.
     """
     if isinstance(source, Layout):
         return source
     if isinstance(source, dict):
+        if set(source) == {"preset"} and isinstance(source["preset"], str):
+            return _load_preset(source["preset"])
         return parse_layout(source)
     if isinstance(source, str) and "/" not in source and not source.endswith(".json"):
         return _load_preset(source)

@@ -1,0 +1,71 @@
+"""``imposer layouts`` and ``imposer impose``: the engine from the command line.
+
+Both run locally (no AWS), so anyone can try a layout on a PDF. A bad layout
+or PDF prints one line to stderr and exits 2; the lead's ``imposer`` group
+registers these commands.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from imposer.engine.impose import impose
+from imposer.engine.presets import list_presets, load_layout
+from imposer.engine.units import fmt, mm
+from imposer.errors import ImposerError, InputPdfError, LayoutError
+
+#: Exit status for a layout or input PDF that cannot be used.
+EXIT_BAD_INPUT = 2
+#: Exit status for anything else that stopped the run (e.g. output not writable).
+EXIT_FAILED = 1
+
+
+def _fail(message: str, status: int) -> None:
+    click.echo(f"imposer: {message}", err=True)
+    sys.exit(status)
+
+
+@click.command("layouts")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: each preset and its spec.")
+def layouts_command(as_json: bool) -> None:
+    """List the built-in layout presets with their kind and sheet."""
+    try:
+        presets = list_presets()
+    except LayoutError as exc:
+        _fail(f"bad built-in preset: {exc}", EXIT_FAILED)
+    if as_json:
+        click.echo(json.dumps([{
+            "name": p.name, "kind": p.kind.value, "sheet": p.sheet.label,
+            "sheet_width_pt": round(p.sheet.width, 4), "sheet_height_pt": round(p.sheet.height, 4),
+            "description": p.description, "spec": p.to_dict(),
+        } for p in presets], indent=2))
+        return
+    rows = [(p.name or "", p.kind.value, p.sheet.label, p.description or "") for p in presets]
+    widths = [max(len(r[i]) for r in rows + [("NAME", "KIND", "SHEET", "")]) for i in range(3)]
+    for row in [("NAME", "KIND", "SHEET", "DESCRIPTION")] + rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[3])
+
+
+@click.command("impose")
+@click.argument("layout")
+@click.argument("in_pdf", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("out_pdf", type=click.Path(dir_okay=False, path_type=Path))
+def impose_command(layout: str, in_pdf: Path, out_pdf: Path) -> None:
+    """Impose IN_PDF onto sheets by LAYOUT (a preset name or a JSON file) into OUT_PDF."""
+    try:
+        spec = load_layout(Path(layout) if Path(layout).is_file() else layout)
+        summary = impose(spec, in_pdf, out_pdf)
+    except (LayoutError, InputPdfError) as exc:
+        _fail(f"{exc.kind}: {exc}", EXIT_BAD_INPUT)
+    except (ImposerError, OSError) as exc:
+        _fail(f"cannot impose: {exc}", EXIT_FAILED)
+    w, h = summary.sheet_width, summary.sheet_height
+    click.echo(
+        f"{summary.sheets} sheets ({summary.sides} sides) of {fmt(w, 2)} x {fmt(h, 2)} pt "
+        f"({fmt(mm(w), 1)} x {fmt(mm(h), 1)} mm), {summary.pages_placed} pages placed "
+        f"from {summary.input_pages} input pages, {summary.blank_cells} blank cells, "
+        f"in {summary.seconds:.2f} s -> {out_pdf}")

@@ -1,0 +1,37 @@
+"""Background threads of the parent that never die silently."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from imposer.logs import extra
+
+logger = logging.getLogger(__name__)
+
+
+class Periodic(threading.Thread):
+    """Call *fn* every *interval* seconds until *stop* is set; log, never die, on errors."""
+
+    def __init__(self, name: str, interval: float, fn: Callable[[], object],
+                 stop: threading.Event | None = None) -> None:
+        super().__init__(name=name, daemon=True)
+        self.interval = interval
+        self.fn = fn
+        self.stop_event = stop or threading.Event()
+        self.passes = 0
+
+    def run(self) -> None:
+        while not self.stop_event.wait(self.interval):
+            try:
+                self.fn()
+            except Exception:
+                logger.exception("%s pass failed; will retry in %ss", self.name, self.interval,
+                                 extra=extra(f"{self.name}_error"))
+            self.passes += 1
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stop_event.set()
+        if self.is_alive():
+            self.join(timeout)
