@@ -55,8 +55,9 @@ def impose(layout: Layout, in_path: str | Path, out_path: str | Path) -> ImposeS
         _Writer(src, out, layout, geometry, pages).write(sides)
         tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
         try:
-            out.save(tmp, compress_streams=True,
-                     object_stream_mode=pikepdf.ObjectStreamMode.generate)
+            with open(tmp, "wb") as stream:  # an unwritable output is OSError, not bad input
+                out.save(stream, compress_streams=True,
+                         object_stream_mode=pikepdf.ObjectStreamMode.generate)
             os.replace(tmp, out_path)
         except pikepdf.PdfError as exc:
             raise InputPdfError(f"input PDF is corrupt: {exc}") from None
