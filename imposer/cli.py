@@ -355,3 +355,13 @@ def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url) -
         fail(str(exc), 2)
     click.echo(f"submitted job {request.job_id} for {tenant} (token {request.token})")
     click.echo(f"plate will be written to {request.output}")
+
+
+def _register_engine_commands() -> None:
+    from imposer.engine.cli import impose_command, layouts_command
+
+    main.add_command(layouts_command)
+    main.add_command(impose_command)
+
+
+_register_engine_commands()

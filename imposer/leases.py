@@ -71,6 +71,8 @@ class LeaseStore:
         """Take a slot for *request* in one transaction, or say why not."""
         tenant = request.tenant_id
         cap = self.tenants.cap_for(tenant)
+        if cap <= 0:  # a paused tenant; the condition below cannot say so without a counter
+            return Acquisition(verdict=Verdict.AT_CAP, cap=cap)
         now = self.clock.time()
         submitted = request.submitted_at or sent_at or now
         lease = Lease(tenant_id=tenant, job_id=request.job_id, host=host, slot=slot,

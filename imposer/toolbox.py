@@ -25,15 +25,8 @@ import attrs
 import psutil
 
 from imposer import logs
-from imposer.errors import (
-    InputPdfError,
-    JobError,
-    LicenceUnavailable,
-    ResourceLimitExceeded,
-    ToolConfigError,
-    ToolFailed,
-    ToolTimeout,
-)
+from imposer.errors import (InputPdfError, JobError, LicenceUnavailable, ResourceLimitExceeded,
+                            ToolConfigError, ToolFailed, ToolTimeout)
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +34,10 @@ logger = logging.getLogger(__name__)
 COOKIE = "IMPOSER_TOOL_RUN"
 _MB = 1024 * 1024
 _TAIL_LINES = 10
+#: Exit codes of 100 and up that are not internal failures (ToolFailed covers the rest).
 _EXIT_CLASSES: dict[int, type[JobError]] = {
-    100: LicenceUnavailable,
-    101: ToolConfigError,
-    102: ToolConfigError,
-    104: InputPdfError,
-    105: InputPdfError,
-    107: InputPdfError,
+    100: LicenceUnavailable, 101: ToolConfigError, 102: ToolConfigError,
+    104: InputPdfError, 105: InputPdfError, 107: InputPdfError,
 }
 
 
@@ -107,46 +97,22 @@ class _Tree:
     """Remember every process the tool ever started, so that none outlives the job."""
 
     def __init__(self, popen: subprocess.Popen, cookie: str) -> None:
-        self.popen = popen
-        self.cookie = cookie
-        self.seen: dict[int, psutil.Process] = {}
-        self.peak_rss = 0
-        try:
-            self.root: psutil.Process | None = psutil.Process(popen.pid)
-            self.seen[popen.pid] = self.root
-        except psutil.NoSuchProcess:
-            self.root = None
+        self.popen, self.cookie, self.peak_rss = popen, cookie, 0
+        self.seen: dict[int, psutil.Process] = {popen.pid: psutil.Process(popen.pid)}
 
     def sample(self) -> int:
         """Track new descendants, even ones re-parented after setsid(), and sum their RSS."""
-        tops = [p for p in self.seen.values() if _ppid(p) not in self.seen]
-        for top in tops:
-            try:
-                for child in top.children(recursive=True):
-                    self.seen.setdefault(child.pid, child)
-            except psutil.Error:
-                pass
-        rss = 0
-        for proc in self.seen.values():
-            try:
-                rss += proc.memory_info().rss
-            except psutil.Error:
-                pass
+        for top in [p for p in self.seen.values() if _ask(p.ppid) not in self.seen]:
+            for child in _ask(lambda: top.children(recursive=True), []):
+                self.seen.setdefault(child.pid, child)
+        rss = sum(_ask(lambda: p.memory_info().rss, 0) for p in self.seen.values())
         self.peak_rss = max(self.peak_rss, rss)
         return rss
 
     def marked(self) -> list[psutil.Process]:
-        """Find processes carrying this run's cookie that the polling never saw."""
-        found = []
-        for proc in psutil.process_iter():
-            if proc.pid in self.seen:
-                continue
-            try:
-                if proc.environ().get(COOKIE) == self.cookie:
-                    found.append(proc)
-            except psutil.Error:
-                pass
-        return found
+        """Find processes carrying this run's cookie: helpers detached before any poll saw them."""
+        return [p for p in psutil.process_iter()
+                if p.pid not in self.seen and _ask(p.environ, {}).get(COOKIE) == self.cookie]
 
     def kill(self) -> int:
         """SIGKILL the tool's group and every process it started; return how many were alive."""
@@ -157,10 +123,7 @@ class _Tree:
         others = [p for pid, p in self.seen.items() if pid != self.popen.pid] + self.marked()
         alive = [p for p in others if not _gone(p)]
         for proc in alive:
-            try:
-                proc.kill()
-            except psutil.NoSuchProcess:
-                pass
+            _ask(proc.kill)
         self.popen.kill()  # no-op once it has exited; covers a leader that left its group
         stuck = _wait_gone(alive, timeout=5.0)
         if stuck:
@@ -169,19 +132,17 @@ class _Tree:
         return len(alive)
 
 
-def _ppid(proc: psutil.Process) -> int | None:
+def _ask(call, default=None):
+    """Ask psutil about a process that may vanish or be out of reach at any moment."""
     try:
-        return proc.ppid()
+        return call()
     except psutil.Error:
-        return None
+        return default
 
 
 def _gone(proc: psutil.Process) -> bool:
     """Count a zombie as gone: it holds no resources and its reaper is not us."""
-    try:
-        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
+    return not proc.is_running() or _ask(proc.status, psutil.STATUS_ZOMBIE) == psutil.STATUS_ZOMBIE
 
 
 def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
@@ -235,8 +196,8 @@ def run_tool(command: Sequence[str], *, timeout: float, memory_limit_mb: float,
     problem: JobError | None = None
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         try:
-            popen = subprocess.Popen(list(command), cwd=cwd, env=child_env, stdin=subprocess.DEVNULL,
-                                     stdout=out, stderr=err, start_new_session=True)
+            popen = subprocess.Popen(list(command), cwd=cwd, env=child_env, stdout=out,
+                                     stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             raise ToolConfigError(f"cannot start {command[0]!r}: {exc}") from exc
     tree = _Tree(popen, child_env[COOKIE])

@@ -8,6 +8,7 @@ stream to see which page's form XObject is drawn where.
 from __future__ import annotations
 
 import os
+import random
 import re
 from pathlib import Path
 
@@ -389,6 +390,28 @@ class TestRejections:
             pdf.save(src)
         with pytest.raises(InputPdfError, match=f"input page 1 {message}"):
             impose(load_layout(nup()), src, tmp_path / "out.pdf")
+
+    def test_damaged_copies(self, make_pdf, tmp_path):
+        """Damaged copies of a real PDF either impose or raise InputPdfError, nothing else."""
+        data = make_pdf(6, width=A5[0], height=A5[1]).read_bytes()
+        layout, bad, outcomes = load_layout("a5-booklet-a4"), tmp_path / "bad.pdf", set()
+        for seed in range(90):
+            rng, damaged = random.Random(seed), bytearray(data)
+            if seed % 3 == 0:
+                for _ in range(rng.randint(1, 20)):
+                    damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+            elif seed % 3 == 1:
+                del damaged[rng.randrange(len(damaged)):]
+            else:
+                start = rng.randrange(len(damaged))
+                del damaged[start:start + rng.randint(1, 200)]
+            bad.write_bytes(bytes(damaged))
+            try:
+                impose(layout, bad, tmp_path / "out.pdf")
+                outcomes.add("imposed")
+            except InputPdfError:
+                outcomes.add("refused")
+        assert "refused" in outcomes
 
     def test_grid_too_big(self, make_pdf, tmp_path):
         """A grid that does not fit the sheet is a LayoutError giving both sizes."""

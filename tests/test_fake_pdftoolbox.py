@@ -110,8 +110,8 @@ class TestBehaviours:
     def test_spawn(self, pdf, tmp_path):
         """fake_spawn leaves a grandchild in its own session that outlives the tool."""
         pidfile = tmp_path / "helper.pid"
-        done = fake("p", pdf, f"-o={tmp_path / 'o.pdf'}",
-                    env={"FAKE_PDFTOOLBOX_SPAWN": "1", "FAKE_PDFTOOLBOX_SPAWN_PIDFILE": str(pidfile)})
+        env = {"FAKE_PDFTOOLBOX_SPAWN": "1", "FAKE_PDFTOOLBOX_SPAWN_PIDFILE": str(pidfile)}
+        done = fake("p", pdf, f"-o={tmp_path / 'o.pdf'}", env=env)
         helper = psutil.Process(int(pidfile.read_text()))
         try:
             assert done.returncode == 0

@@ -44,6 +44,11 @@ class TestAcquire:
         backends.tenants.put(TenantConfig(tenant_id="acme", cap=2))
         assert backends.leases.acquire(request(), "h", 1).verdict == Verdict.ACQUIRED
 
+    def test_cap_zero_pauses_a_new_tenant(self, backends):
+        """A cap of 0 defers even a tenant that never had a counter."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=0))
+        assert backends.leases.acquire(request(), "h", 0).verdict == Verdict.AT_CAP
+
     def test_duplicate_of_running_job(self, backends):
         """A second delivery of a running job is refused as running, holder named."""
         req = request()

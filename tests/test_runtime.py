@@ -255,3 +255,26 @@ class TestSignals:
         for job in ids:
             assert not [p for p in psutil.process_iter(["cmdline"])
                         if any(job in part for part in (p.info["cmdline"] or []))]
+
+
+class TestRetention:
+    def test_long_deferred_job_is_republished_not_lost(self, settings, backends, tmp_path,
+                                                       workers):
+        """A job deferred past the receive-count threshold is re-published, never dead-lettered."""
+        backends.tenants.put(TenantConfig(tenant_id="paused", cap=0))
+        job = submit_jobs(settings, tmp_path, "paused", 1, layout())[0]
+        worker = Worker(settings, tmp_path, "keeper", "--slots", "2",
+                        "--republish-receive-count", "3", "--defer-seconds", "0.1")
+        workers.append(worker)
+        wait_for(lambda: worker.actions("republished"), 60, "a re-publish")
+        record = backends.jobs.get(job)
+        assert record.status == JobStatus.QUEUED and record.defers >= 3
+        assert "at tenant cap" in record.wait_reason
+        assert dlq_bodies(settings) == []
+        backends.tenants.put(TenantConfig(tenant_id="paused", cap=1))
+        wait_for(lambda: all_final(backends, [job]), 30, "the job to run once unpaused")
+        record = backends.jobs.get(job)
+        assert record.status == JobStatus.SUCCEEDED
+        assert record.queue_wait >= 1.0, "queue wait must count from the first submission"
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(30) == 0

@@ -56,7 +56,8 @@ class TestBuildCommand:
     def test_order(self):
         """The argv is executable, extra args, profile, input, -o=output, then the variables."""
         command = toolbox.build_command("pdfToolbox", ["--licenseserver=ls:1"], "p.kfpx",
-                                        Path("/in.pdf"), Path("/out.pdf"), {"cols": "2", "a": "b:c"})
+                                        Path("/in.pdf"), Path("/out.pdf"),
+                                        {"cols": "2", "a": "b:c"})
         assert command == ["pdfToolbox", "--licenseserver=ls:1", "p.kfpx", "/in.pdf",
                            "-o=/out.pdf", "--setvariable=cols:2", "--setvariable=a:b:c"]
 
@@ -115,7 +116,7 @@ class TestRunTool:
         (107, InputPdfError), (150, ToolFailed),
     ])
     def test_exit_codes(self, job, code, error):
-        """A failing exit code raises its class with the code and the tool's stderr in the reason."""
+        """A failing exit code raises its class, naming the code and the tool's stderr."""
         with pytest.raises(error) as caught:
             job({"fake_exit": str(code)})
         assert f"exit code {code}" in str(caught.value)

@@ -6,6 +6,8 @@ It stands in for the licensed pdfToolbox, driven by the same layout spec::
     summary = impose(layout, "in.pdf", "out.pdf")
 """
 
+from __future__ import annotations
+
 from imposer.engine.impose import ImposeSummary, impose
 from imposer.engine.layout import Kind, Layout
 from imposer.engine.presets import list_presets, load_layout

@@ -18,6 +18,7 @@ from imposer.engine.geometry import Cell, Rect, SheetGeometry, Side, sheet_geome
 from imposer.engine.layout import Layout
 from imposer.engine.marks import marks_form, num, registration
 from imposer.engine.order import plan, two_sided
+from imposer.engine.presets import load_layout
 from imposer.engine.source import SourcePage, inherited, open_input, read_pages
 from imposer.errors import InputPdfError
 
@@ -43,26 +44,20 @@ class ImposeSummary:
     seconds: float
 
 
-def impose(layout: Layout, in_path: str | Path, out_path: str | Path) -> ImposeSummary:
-    """Impose *in_path* by *layout* into *out_path*; raise InputPdfError or LayoutError."""
+def impose(layout: Layout | str | dict, in_path: str | Path,
+           out_path: str | Path) -> ImposeSummary:
+    """Impose *in_path* by *layout* into *out_path*; raise InputPdfError or LayoutError.
+
+    *layout* is a Layout, or anything ``load_layout`` accepts.
+    """
     started = time.monotonic()
-    out_path = Path(out_path)
-    with open_input(in_path) as src:
+    layout = load_layout(layout)
+    with open_input(in_path) as src, pikepdf.new() as out:
         pages = read_pages(src, layout)
         geometry = sheet_geometry(layout, pages[0].width, pages[0].height)
         sides = plan(layout, len(pages), geometry.grid)
-        out = pikepdf.new()
         _Writer(src, out, layout, geometry, pages).write(sides)
-        tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "wb") as stream:  # an unwritable output is OSError, not bad input
-                out.save(stream, compress_streams=True,
-                         object_stream_mode=pikepdf.ObjectStreamMode.generate)
-            os.replace(tmp, out_path)
-        except pikepdf.PdfError as exc:
-            raise InputPdfError(f"input PDF is corrupt: {exc}") from None
-        finally:
-            tmp.unlink(missing_ok=True)
+        _save(out, Path(out_path))
     placed = sum(p is not None for side in sides for p in side)
     return ImposeSummary(
         sheets=len(sides) // 2 if two_sided(layout) else len(sides),
@@ -70,6 +65,20 @@ def impose(layout: Layout, in_path: str | Path, out_path: str | Path) -> ImposeS
         input_pages=len(pages), pages_placed=placed,
         blank_cells=sum(len(side) for side in sides) - placed,
         seconds=time.monotonic() - started)
+
+
+def _save(out: pikepdf.Pdf, path: Path) -> None:
+    """Write the sheets beside *path*, then rename, so no half-written plate is left."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as stream:  # an unwritable output is OSError, not bad input
+            out.save(stream, compress_streams=True,
+                     object_stream_mode=pikepdf.ObjectStreamMode.generate)
+        os.replace(tmp, path)
+    except pikepdf.PikepdfError as exc:  # source objects are read lazily, at write time
+        raise InputPdfError(f"input PDF is corrupt: {exc}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def matrix(page: SourcePage, x: float, y: float) -> tuple[float, ...]:
@@ -157,7 +166,7 @@ class _Writer:
             elif isinstance(contents, pikepdf.Array):
                 form.write(b"\n".join(s.read_bytes() for s in contents
                                       if isinstance(s, pikepdf.Stream)))
-        except pikepdf.PdfError as exc:
+        except (pikepdf.PikepdfError, TypeError, ValueError) as exc:
             raise InputPdfError(f"input page {index + 1} content is unreadable: {exc}") from None
         form.Type, form.Subtype = pikepdf.Name.XObject, pikepdf.Name.Form
         form.BBox = media.as_list()

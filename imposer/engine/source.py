@@ -54,7 +54,7 @@ def open_input(path: str | Path) -> Iterator[pikepdf.Pdf]:
         raise InputPdfError("input PDF is encrypted and needs a password") from None
     except FileNotFoundError:
         raise InputPdfError(f"input PDF {str(path)!r} not found") from None
-    except pikepdf.PdfError as exc:
+    except pikepdf.PikepdfError as exc:
         raise InputPdfError(f"input PDF is corrupt: {exc}") from None
     except OSError as exc:
         raise InputPdfError(f"input PDF cannot be read: {exc}") from None
@@ -65,7 +65,7 @@ def open_input(path: str | Path) -> Iterator[pikepdf.Pdf]:
             if len(pdf.pages) == 0:
                 raise InputPdfError("input PDF has no pages")
             yield pdf
-        except pikepdf.PdfError as exc:
+        except pikepdf.PikepdfError as exc:
             raise InputPdfError(f"input PDF is corrupt: {exc}") from None
 
 
@@ -118,7 +118,7 @@ def read_page(pdf: pikepdf.Pdf, index: int, layout: Layout) -> SourcePage:
         unit = page.get("/UserUnit")
         if unit is not None and float(unit) != 1:
             raise InputPdfError(f"{where} uses /UserUnit {float(unit)}; not supported")
-    except (pikepdf.PdfError, TypeError, ValueError) as exc:
+    except (pikepdf.PikepdfError, TypeError, ValueError) as exc:
         raise InputPdfError(f"{where} is malformed: {exc}") from None
     return SourcePage(index=index, box=box, media=media_rect, rotate=rotate % 360)
 

@@ -13,7 +13,8 @@ from typing import Any
 from imposer.engine.layout import (
     DUPLEX, MIXED_SIZES, PAGE_BOXES, TEMPLATE_NAMES, Grid, Gutter, Kind, Layout, Margins,
     Marks, PdfToolbox, Sheet, template_fields)
-from imposer.engine.units import UNITS, LengthError, fmt, mm, parse_length, size_named
+from imposer.engine.units import (
+    SIZES, UNITS, LengthError, fmt, mm, parse_length, size_named)
 from imposer.errors import LayoutError
 
 _MISSING = object()
@@ -91,7 +92,7 @@ def parse_layout(data: Any, name: str | None = None) -> Layout:
     """Return the Layout *data* describes; raise LayoutError naming the first bad field."""
     top = _Fields(data, "")
     version = top.take("version")
-    if version != Layout.VERSION:
+    if isinstance(version, bool) or version != Layout.VERSION:
         raise top.error("version", f"this engine reads version {Layout.VERSION}, got {version!r}")
     top.unit = top.choice("units", tuple(UNITS), "mm")
     spec_name = top.take("name", name)
@@ -127,8 +128,8 @@ def _sheet(top: _Fields) -> Sheet:
     if size is not None:
         named = size_named(size) if isinstance(size, str) else None
         if named is None:
-            raise sheet.error("size", f"unknown sheet size {size!r}; want a size named in "
-                              "imposer.engine.units.SIZES or width and height")
+            raise sheet.error("size", f"unknown sheet size {size!r}; want one of "
+                              f"{', '.join(SIZES)}, or width and height")
         for key in ("width", "height"):
             if sheet.take(key, None) is not None:
                 raise sheet.error(key, "give either a named size or width and height, not both")
