@@ -7,8 +7,10 @@ adapters sees ``ClientError``.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
+import threading
 from typing import Iterator
 
 import boto3
@@ -41,6 +43,27 @@ _TRANSIENT = {
 }
 
 
+class CallCounter:
+    """Count AWS API calls by (service, operation), for benchmarks and the stop log."""
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter = collections.Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, model=None, **kwargs) -> None:
+        if model is not None:
+            with self._lock:
+                self.counts[f"{model.service_model.service_name}.{model.name}"] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.counts)
+
+
+#: Every call made by clients of this process.
+CALLS = CallCounter()
+
+
 def client(service: str, region: str, read_timeout: float = 30.0):
     """Make a boto3 client with standard retries; AWS_ENDPOINT_URL is honoured by boto3."""
     config = botocore.config.Config(
@@ -50,7 +73,9 @@ def client(service: str, region: str, read_timeout: float = 30.0):
         read_timeout=read_timeout,
         max_pool_connections=20,
     )
-    return boto3.session.Session().client(service, config=config)
+    made = boto3.session.Session().client(service, config=config)
+    made.meta.events.register("before-call", CALLS)
+    return made
 
 
 def endpoint() -> str:

@@ -251,6 +251,7 @@ RUN_NAMES = AWS_NAMES + (
     "job_timeout_seconds", "memory_limit_mb", "max_attempts", "retry_seconds", "poll_seconds",
     "grace_seconds", "retention_seconds", "republish_margin_seconds", "republish_receive_count",
     "borrow", "reserve_slots", "allow_http_loopback", "metrics_namespace", "log_level",
+    "pace_seconds",
 )
 
 
@@ -355,6 +356,69 @@ def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url) -
         fail(str(exc), 2)
     click.echo(f"submitted job {request.job_id} for {tenant} (token {request.token})")
     click.echo(f"plate will be written to {request.output}")
+
+
+def _duration(ctx, param, value):
+    from imposer.report_cli import parse_duration
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@main.command()
+@click.option("--since", callback=_duration, metavar="DURATION",
+              help="Only jobs active in the last DURATION (30m, 6h, 7d, 4w); default: all.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@settings_options(*AWS_NAMES, "slots", "default_cap")
+@handle_errors
+def stats(settings: Settings, since, as_json) -> None:
+    """Per tenant running/waiting/deferred and p50/p95 wait; stranded capacity vs shortage.
+
+    Stranded capacity (a slot idle while a tenant at its cap had work
+    waiting) says raise caps or allow borrowing; shortage (all slots busy
+    while a tenant below its cap waited) says buy a licence. Read from
+    imposer's own job records, not SQS's age metric.
+    """
+    from imposer.report_cli import run_stats
+
+    run_stats(settings, since, as_json, click.echo)
+
+
+@main.command()
+@click.option("--window", callback=_duration, default="28d", show_default=True,
+              metavar="DURATION", help="How far back to look.")
+@click.option("--util-threshold", type=float, default=0.8, show_default=True,
+              help="A working day is busy above this slot utilisation.")
+@click.option("--day-share", type=float, default=0.5, show_default=True,
+              help="Utilisation condition: busy on more than this share of working days.")
+@click.option("--wait-threshold", type=float, default=180, show_default=True,
+              help="A job is slow when it waited longer than this many seconds.")
+@click.option("--slow-share", type=float, default=0.2, show_default=True,
+              help="Wait condition: more than this share of jobs slow.")
+@click.option("--chart", "chart_path", type=click.Path(dir_okay=False),
+              help="Also draw daily utilisation and slow-job share to this PNG "
+                   "(needs the chart extra).")
+@click.option("--json", "as_json", is_flag=True)
+@settings_options(*AWS_NAMES, "slots", "default_cap")
+@handle_errors
+def capacity(settings: Settings, window, util_threshold, day_share, wait_threshold, slow_share,
+             chart_path, as_json) -> None:
+    """Is a second licence warranted? The seed's rule, both conditions at once.
+
+    At capacity only when slot utilisation is above 80% on more than half of
+    working days AND queue wait is above 3 minutes for more than 20% of jobs;
+    one condition alone is reported as a likely transient burst.
+    """
+    from imposer.capacity import Thresholds
+    from imposer.report_cli import run_capacity
+
+    thresholds = Thresholds(util=util_threshold, day_share=day_share,
+                            wait_seconds=wait_threshold, slow_share=slow_share)
+    run_capacity(settings, window, thresholds, as_json, chart_path, click.echo)
 
 
 def _register_engine_commands() -> None:

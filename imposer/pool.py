@@ -14,6 +14,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import signal
+import sys
 from typing import Any
 
 import attrs
@@ -27,7 +28,8 @@ logger = logging.getLogger(__name__)
 def _child_main(conn, settings) -> None:
     """Run jobs sent over *conn* until told to stop; never raise across the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # SIGTERM unwinds, so the tool wrapper's cleanup kills pdfToolbox's tree.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     from imposer import task
 
     runner = task.TaskRunner(settings)
@@ -129,10 +131,10 @@ class Pool:
             else Event(slot=slot.index, exitcode=None)
 
     def kill(self, index: int) -> None:
-        """Kill slot *index*'s child and its whole process tree, then replace it."""
+        """Stop slot *index*'s child and its whole process tree, then replace it."""
         slot = self.slots[index]
-        _kill_tree(slot.process.pid)
-        slot.process.join(timeout=5)
+        _stop_child(slot.process)
+        slot.conn.close()
         self._spawn(slot)
 
     def rss_bytes(self) -> int:
@@ -155,9 +157,18 @@ class Pool:
         for slot in self.slots:
             slot.process.join(timeout=timeout if not slot.busy else 0)
             if slot.process.is_alive():
-                _kill_tree(slot.process.pid)
-                slot.process.join(timeout=5)
+                _stop_child(slot.process)
             slot.conn.close()
+
+
+def _stop_child(process, grace: float = 3.0) -> None:
+    """SIGTERM first (the child unwinds and its tool wrapper kills the tool), then SIGKILL."""
+    if process.is_alive():
+        process.terminate()
+        process.join(timeout=grace)
+    if process.is_alive():
+        _kill_tree(process.pid)
+        process.join(timeout=5)
 
 
 def _kill_tree(pid: int) -> None:

@@ -41,7 +41,8 @@ def format_seconds(seconds: float | None) -> str:
     for size, unit, sub, subunit in ((86400, "d", 3600, "h"), (3600, "h", 60, "m"),
                                      (60, "m", 1, "s")):
         if s >= size:
-            return f"{s // size}{unit}{(s % size) // sub:02d}{subunit}"
+            rest = (s % size) // sub
+            return f"{s // size}{unit}{rest:02d}{subunit}" if rest else f"{s // size}{unit}"
     return f"{s}s"
 
 
@@ -70,10 +71,10 @@ def format_stats(data: dict) -> list[str]:
                  "(all slots busy, a tenant below its cap waiting)")
     width = max([6] + [len(t) for t in data["tenants"]])
     lines.append("")
-    lines.append(f"{'TENANT':{width}} {'CAP':>3} {'RUN':>4} {'WAIT':>5} {'DEFERS':>6} "
+    lines.append(f"{'TENANT':{width}} {'CAP':>3} {'RUNNING':>7} {'WAITING':>7} {'DEFERS':>6} "
                  f"{'OK':>6} {'FAILED':>6} {'DEAD':>4} {'WAIT p50':>8} {'WAIT p95':>8}")
     for tenant, t in data["tenants"].items():
-        lines.append(f"{tenant:{width}} {t['cap']:>3} {t['running']:>4} {t['waiting']:>5} "
+        lines.append(f"{tenant:{width}} {t['cap']:>3} {t['running']:>7} {t['waiting']:>7} "
                      f"{t['deferred']:>6} {t['succeeded']:>6} {t['failed']:>6} {t['dead']:>4} "
                      f"{format_seconds(t['queue_wait_p50']):>8} "
                      f"{format_seconds(t['queue_wait_p95']):>8}")
@@ -87,7 +88,8 @@ def format_stats(data: dict) -> list[str]:
 def format_capacity(v: Verdict) -> list[str]:
     """Render a capacity verdict with its figures and one line per day."""
     t = v.thresholds
-    days = ",".join("Mon Tue Wed Thu Fri Sat Sun".split()[i] for i in t.workdays)
+    names = "Mon Tue Wed Thu Fri Sat Sun".split()
+    days = "Mon-Fri" if t.workdays == (0, 1, 2, 3, 4) else ",".join(names[i] for i in t.workdays)
     yes = {True: "met", False: "not met"}
     lines = [
         f"window        {format_seconds(v.window_end - v.window_start)} to "

@@ -20,8 +20,8 @@ class Running:
     lease: Lease
     #: Monotonic time the job was dispatched.
     started: float
-    #: Failures counted before this attempt (from the job record).
-    failures: int = 0
+    #: Monotonic time the message was received (parent overhead = started - received).
+    received: float = 0.0
     #: Set by the heartbeat when the lease was reclaimed under us.
     lost: bool = False
     #: Set once the heartbeat stopped renewing (past timeout + slack).

@@ -111,6 +111,10 @@ class Settings:
         False, "IMPOSER_WEBHOOK_ALLOW_LOOPBACK", _bool,
         "Allow http:// webhooks to loopback (local use only).",
     )
+    pace_seconds: float = _setting(
+        0.0, "IMPOSER_PACE_SECONDS", float,
+        "Hold each job at least this long (demos and benchmarks only; 0 in production).", 0,
+    )
     metrics_namespace: str = _setting(
         "imposer", "IMPOSER_METRICS_NAMESPACE", str, "CloudWatch EMF namespace."
     )

@@ -1,16 +1,10 @@
 """Reconstruct slot use and waiting from job records; tell stranded capacity from shortage.
 
-SQS's ApproximateAgeOfOldestMessage cannot answer "is someone waiting":
-it drops messages received three or more times, which are exactly the
-jobs deferred at cap. So everything here is computed from imposer's own
-job records, which the parent writes on receipt, on every deferral and
-in the lease transactions.
-
-A record keeps only its *last* attempt (``started_at``, ``run_seconds``),
-so a job that ran several times shows one busy stretch, and its wait is
-counted from submission to the last start (earlier attempts' run time
-included). Busy slot-seconds are therefore a lower bound when retries
-happen. A message that imposer never received has no record at all.
+Computed from imposer's own job records, not SQS's ApproximateAgeOfOldestMessage,
+which drops messages received three or more times: exactly the jobs deferred at cap.
+A record keeps only its *last* attempt, so a retried job shows one busy stretch and
+waits from submission to its last start: busy slot-seconds are a lower bound when
+retries happen. A message imposer never received has no record at all.
 """
 
 from __future__ import annotations
@@ -29,8 +23,7 @@ WAITING = (JobStatus.QUEUED, JobStatus.RETRYING)
 def percentile(values: Iterable[float], q: float) -> float | None:
     """Return the nearest-rank *q*-th percentile (0-100) of *values*, None if empty.
 
-    Nearest rank always answers with an observed value (a real job's wait),
-    never an interpolation between two jobs.
+    Nearest rank answers with an observed value (a real job's wait), never an interpolation.
     """
     data = sorted(values)
     if not 0 <= q <= 100:
@@ -86,12 +79,8 @@ def queue_wait(record: JobRecord) -> float | None:
 
 def hosts_seen(records: Sequence[JobRecord], start: float, now: float) -> tuple[str, ...]:
     """Return hosts that held a slot within [start, now]; an idle host is invisible."""
-    hosts = set()
-    for r in records:
-        span = busy_span(r, now)
-        if r.host and span and span[1] >= start and span[0] <= now:
-            hosts.add(r.host)
-    return tuple(sorted(hosts))
+    spans = ((r.host, busy_span(r, now)) for r in records)
+    return tuple(sorted({h for h, s in spans if h and s and s[1] >= start and s[0] <= now}))
 
 
 @attrs.frozen(kw_only=True)
@@ -137,22 +126,19 @@ def timeline(records: Sequence[JobRecord], slots_per_host: int, now: float,
     """Replay the records into segments of constant busy and waiting counts per tenant."""
     deltas: dict[float, list[collections.Counter]] = collections.defaultdict(
         lambda: [collections.Counter(), collections.Counter()])
-    earliest = now
+    floor, earliest = (-math.inf if since is None else min(since, now)), now
     for r in records:
-        spans = [(0, busy_span(r, now))] + [(1, s) for s in wait_spans(r, now)]
-        for kind, span in spans:
+        for kind, span in [(0, busy_span(r, now))] + [(1, s) for s in wait_spans(r, now)]:
             if span is None:
                 continue
-            lo, hi = span
-            earliest = min(earliest, lo)
-            lo, hi = max(lo, since if since is not None else lo), min(hi, now)
+            earliest = min(earliest, span[0])
+            lo, hi = max(span[0], floor), min(span[1], now)
             if hi > lo:
                 deltas[lo][kind][r.tenant_id] += 1
                 deltas[hi][kind][r.tenant_id] -= 1
-    start = since if since is not None else earliest
+    start = earliest if since is None else floor
     times = sorted(set(deltas) | {start, now})
-    busy: collections.Counter = collections.Counter()
-    waiting: collections.Counter = collections.Counter()
+    busy, waiting = collections.Counter(), collections.Counter()
     segments = []
     for t, t_next in zip(times, times[1:]):
         if t in deltas:
@@ -191,13 +177,8 @@ def stranded_and_shortage(tl: Timeline) -> Contention:
         held = sum(seg.busy.values())
         busy_total += held * seg.duration
         idle = max(0, tl.slots_total - held)
-        capped = below = 0
-        for tenant, count in seg.waiting.items():
-            cap = tl.cap(tenant)
-            if cap > 0 and seg.busy.get(tenant, 0) >= cap:
-                capped += count
-            elif cap > 0:
-                below += count
+        capped = sum(n for t, n in seg.waiting.items() if 0 < tl.cap(t) <= seg.busy.get(t, 0))
+        below = sum(n for t, n in seg.waiting.items() if seg.busy.get(t, 0) < tl.cap(t))
         usable = min(idle, capped)
         stranded += usable * seg.duration
         stranded_time += seg.duration if usable else 0.0
@@ -249,25 +230,20 @@ def summary(records: Sequence[JobRecord], *, slots_per_host: int, now: float,
         if wait is not None and r.started_at is not None and tl.start <= r.started_at <= now:
             waits[r.tenant_id].append(wait)
     for tenant, row in tenants.items():
-        row["started"] = len(waits[tenant])
-        for q in (50, 95):
-            value = percentile(waits[tenant], q)
-            row[f"queue_wait_p{q}"] = None if value is None else round(value, 3)
+        p50, p95 = (percentile(waits[tenant], q) for q in (50, 95))
+        row.update(started=len(waits[tenant]), queue_wait_p50=p50, queue_wait_p95=p95)
     oldest_job = None if oldest is None else {
         "job_id": oldest[1].job_id, "tenant_id": oldest[1].tenant_id,
         "age_seconds": round(now - oldest[0], 3), "status": oldest[1].status.value,
         "wait_reason": oldest[1].wait_reason}
     cluster = {
         "hosts": list(tl.hosts), "slots_total": tl.slots_total,
-        "busy_slot_seconds": round(contention.busy_slot_seconds, 3),
         "slot_utilisation": round(contention.busy_slot_seconds / (tl.slots_total * window), 4)
         if window else None,
         "running": sum(t["running"] for t in tenants.values()),
         "waiting": sum(t["waiting"] for t in tenants.values()),
         "oldest_waiting": oldest_job,
-        "stranded_slot_seconds": round(contention.stranded_slot_seconds, 3),
-        "stranded_seconds": round(contention.stranded_seconds, 3),
-        "shortage_seconds": round(contention.shortage_seconds, 3),
+        **{k: round(v, 3) for k, v in attrs.asdict(contention).items()},
         "verdict": verdict_words(contention),
     }
     return {"window": {"start": tl.start, "end": tl.end, "seconds": round(window, 3)},

@@ -13,6 +13,7 @@ import logging
 import signal
 import threading
 
+from imposer import backend
 from imposer import sweep as sweeping
 from imposer.errors import BackendError, InvalidMessage, LeaseLost
 from imposer.heartbeat import Heartbeat
@@ -53,6 +54,7 @@ class Supervisor:
         self.exit_code = EXIT_OK
         self._drain_deadline: float | None = None
         self._empty_poll = False
+        self._received_at = 0.0
         slack = 2 * self.s.heartbeat_seconds + 5
         self.overrun_after = self.s.job_timeout_seconds + slack
         self.heartbeat = Periodic("heartbeat", self.s.heartbeat_seconds, Heartbeat(
@@ -190,6 +192,7 @@ class Supervisor:
         if self.max_jobs is not None:
             want = min(want, self.max_jobs - self.started_jobs)
         messages = self.b.queue.receive(want, self.s.poll_seconds, self.s.lease_ttl_seconds)
+        self._received_at = self.clock.monotonic()
         self._empty_poll = not messages
         for message in messages:
             if self.drain.is_set() or not free:
@@ -251,13 +254,15 @@ class Supervisor:
         if acq.verdict == Verdict.ACQUIRED:
             wait = max(0.0, acq.lease.acquired_at - (request.submitted_at or message.sent_at))
             self.running.add(Running(slot=slot, request=request, message=message,
-                                     lease=acq.lease, started=self.clock.monotonic()))
+                                     lease=acq.lease, started=self.clock.monotonic(),
+                                     received=self._received_at))
             self.pool.submit(slot, TaskSpec(request=request))
             self.started_jobs += 1
+            dispatch_ms = 1000 * (self.clock.monotonic() - self._received_at)
             self.b.metrics.emit("queue_wait", round(wait, 3), tenant_id=request.tenant_id)
             logger.info("started job %s on slot %s after %.1fs in queue", request.job_id, slot,
                         wait, extra={**ctx, "action": "job_started", "slot": slot,
-                                     "queue_wait": wait})
+                                     "queue_wait": wait, "dispatch_ms": round(dispatch_ms, 2)})
             return True
         if acq.verdict == Verdict.AT_CAP:
             self.b.metrics.emit("cap_defer", 1, tenant_id=request.tenant_id)
@@ -304,7 +309,7 @@ class Supervisor:
     # -- completion ---------------------------------------------------------------
     def complete(self, job: Running, outcome: Outcome) -> None:
         """Release the lease with the job's state, then settle its message."""
-        req, now = job.request, self.clock.time()
+        req, now, settle_from = job.request, self.clock.time(), self.clock.monotonic()
         fields = {"run_seconds": round(self.clock.monotonic() - job.started, 3),
                   "error": outcome.reason, "error_kind": outcome.error_kind}
         failures = count = 0
@@ -337,6 +342,7 @@ class Supervisor:
                          exc, extra=extra("release_error", req.tenant_id, req.job_id))
             return
         self.settle_message(job, status, outcome, count)
+        fields["settle_ms"] = round(1000 * (self.clock.monotonic() - settle_from), 2)
         self.b.metrics.emit("jobs", 1, outcome=status.value, tenant_id=req.tenant_id)
         logger.info("job %s %s: %s", req.job_id, status.value, outcome.reason or "ok",
                     extra=extra("job_finished", req.tenant_id, req.job_id, status=status.value,
@@ -379,4 +385,5 @@ class Supervisor:
         if self.notifier is not None:
             self.notifier.stop()
         logger.info("stopped (started %s job(s))", self.started_jobs,
-                    extra=extra("stopped", started=self.started_jobs))
+                    extra=extra("stopped", started=self.started_jobs,
+                                aws_calls=backend.CALLS.snapshot()))

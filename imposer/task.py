@@ -56,9 +56,13 @@ class TaskRunner:
     def run(self, spec: TaskSpec) -> Outcome:
         req = spec.request
         timings: dict[str, float] = {}
+        began = time.monotonic()
         try:
             with tempfile.TemporaryDirectory(prefix=f"imposer-{req.job_id}-") as tmp:
                 summary = self._run(req, Path(tmp), timings)
+            pace = self.settings.pace_seconds - (time.monotonic() - began)
+            if pace > 0:
+                time.sleep(pace)
             return Outcome(job_id=req.job_id, fate=Fate.SUCCEEDED, timings=timings,
                            output_bytes=summary.get("bytes"), sheets=summary.get("sheets"))
         except JobError as exc:
