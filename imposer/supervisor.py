@@ -15,6 +15,7 @@ import threading
 
 from imposer import backend
 from imposer import sweep as sweeping
+from imposer.contention import ContentionMeter
 from imposer.errors import BackendError, InvalidMessage, LeaseLost
 from imposer.heartbeat import Heartbeat
 from imposer.jobs import JobStore
@@ -63,6 +64,8 @@ class Supervisor:
         self.sweeper = Periodic("sweep", self.s.sweep_seconds, lambda: sweeping.sweep(
             self.b.leases, self.b.metrics, self.s.host_id, self.b.queue))
         self.sampler = Periodic("utilisation", self.s.heartbeat_seconds, self.sample)
+        self.contention = ContentionMeter(self.s.slots, 2 * self.s.defer_seconds + 5,
+                                          self.clock, self.b.metrics, self.s.host_id)
 
     # -- the story -----------------------------------------------------------
     def run(self) -> int:
@@ -180,8 +183,11 @@ class Supervisor:
                     reason=f"job ran past {self.overrun_after:.0f}s; its pool worker was killed"))
 
     def sample(self) -> None:
+        """Emit slot utilisation and the stranded/shortage split for this host."""
         busy = self.pool.busy_count()
         self.b.metrics.emit("slot_utilisation", 100.0 * busy / self.s.slots, host=self.s.host_id)
+        queued = self.b.queue.depth()["visible"] if busy >= self.s.slots else 0
+        self.contention.sample(busy, queued)
 
     # -- new work ---------------------------------------------------------------
     def fill_free_slots(self) -> None:
@@ -257,6 +263,7 @@ class Supervisor:
                                      lease=acq.lease, started=self.clock.monotonic(),
                                      received=self._received_at))
             self.pool.submit(slot, TaskSpec(request=request))
+            self.contention.started(request.job_id)
             self.started_jobs += 1
             dispatch_ms = 1000 * (self.clock.monotonic() - self._received_at)
             self.b.metrics.emit("queue_wait", round(wait, 3), tenant_id=request.tenant_id)
@@ -266,6 +273,7 @@ class Supervisor:
             return True
         if acq.verdict == Verdict.AT_CAP:
             self.b.metrics.emit("cap_defer", 1, tenant_id=request.tenant_id)
+            self.contention.deferred(request.tenant_id, request.job_id)
             reason = f"at tenant cap: {request.tenant_id} holds all {acq.cap} of its slots"
             self.defer(request, message, reason, cap=True)
         elif acq.verdict == Verdict.RUNNING:
