@@ -166,7 +166,7 @@ class Settings:
             raise ConfigError("IMPOSER_POLL_SECONDS must be between 0 and 20")
         if self.heartbeat_seconds >= self.lease_ttl_seconds:
             raise ConfigError("IMPOSER_HEARTBEAT_SECONDS must be shorter than the lease TTL")
-        if self.reserve_slots >= self.slots:
+        if self.borrow and self.reserve_slots >= self.slots:
             raise ConfigError("IMPOSER_RESERVE_SLOTS must be smaller than IMPOSER_SLOTS")
 
     def evolve(self, **changes: Any) -> "Settings":
