@@ -5,16 +5,40 @@ restoring them on failure, without a lock: under concurrent clients the cap is
 broken and committed writes are lost. Real DynamoDB is serializable, so this
 stack runs every DynamoDB request under one lock, while SQS long polls and S3
 transfers stay concurrent.
+
+moto also returns a standard queue's messages strictly in send order, so a
+quiet tenant's job waits behind every deferred message of a noisy tenant's
+backlog. SQS fair queues (layer 1) deprioritise a noisy message group in
+favour of quieter ones; this stack approximates that by ordering visible
+messages by how many messages their group already has in flight (deferred
+messages are in flight too), keeping each group's own order.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 logger = logging.getLogger(__name__)
+
+
+def _fair_messages(queue) -> list:
+    """Visible messages, the groups with fewest in flight first (a stable sort)."""
+    visible = [m for m in queue._messages if m.visible and not m.delayed]
+    if queue.fifo_queue:
+        return visible
+    in_flight = collections.Counter(m.group_id for m in queue._messages if not m.visible)
+    return sorted(visible, key=lambda m: in_flight[m.group_id] if m.group_id else 0)
+
+
+def use_fair_queues() -> None:
+    """Make moto's standard queues deliver like SQS fair queues (see the module doc)."""
+    from moto.sqs.models import Queue
+
+    Queue.messages = property(_fair_messages)
 
 
 class SerializeDynamoDB:
@@ -45,6 +69,7 @@ class LocalStack:
     def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
+        use_fair_queues()
         app = SerializeDynamoDB(DomainDispatcherApplication(create_backend_app))
         self.server: BaseWSGIServer = make_server(
             host, port, app, threaded=True, request_handler=_QuietHandler)
