@@ -67,8 +67,14 @@ class LeaseStore:
 
     # -- acquire ---------------------------------------------------------
     def acquire(self, request: JobRequest, host: str, slot: int,
-                sent_at: float | None = None, receipt: str | None = None) -> Acquisition:
-        """Take a slot for *request* in one transaction, or say why not."""
+                sent_at: float | None = None, receipt: str | None = None,
+                borrow: bool = False) -> Acquisition:
+        """Take a slot for *request* in one transaction, or say why not.
+
+        With *borrow*, take it beyond the tenant's cap: allowed only while the
+        tenant is at its cap, and counted in ``borrowed`` so that ``inflight``
+        stays an exact count of the capped, non-borrowed leases.
+        """
         tenant = request.tenant_id
         cap = self.tenants.cap_for(tenant)
         if cap <= 0:  # a paused tenant; the condition below cannot say so without a counter
@@ -77,7 +83,7 @@ class LeaseStore:
         submitted = request.submitted_at or sent_at or now
         lease = Lease(tenant_id=tenant, job_id=request.job_id, host=host, slot=slot,
                       epoch=uuid.uuid4().hex, acquired_at=now, expires_at=now + self.ttl,
-                      receipt=receipt)
+                      receipt=receipt, borrowed=borrow)
         job = (Update()
                .set(status=JobStatus.RUNNING.value, tenant_id=tenant, host=host, slot=slot,
                     epoch=lease.epoch, started_at=now, lease_expires_at=lease.expires_at,
@@ -88,12 +94,20 @@ class LeaseStore:
                .add(attempts=1))
         busy = ", ".join(job.value(s, "busy") for s in ("running", *FINAL_STATUSES))
         job_cond = f"attribute_not_exists(job_id) OR NOT ({job.name('status')} IN ({busy}))"
+        if borrow:
+            counter = op("Update", self.table, {"pk": counter_key(tenant)},
+                         update="SET borrowed = if_not_exists(borrowed, :zero) + :one "
+                                "ADD ver :one",
+                         condition="inflight >= :cap",
+                         values={":zero": 0, ":one": 1, ":cap": cap})
+        else:
+            counter = op("Update", self.table, {"pk": counter_key(tenant)},
+                         update="SET inflight = if_not_exists(inflight, :zero) + :one, "
+                                "tenant_id = :t ADD ver :one",
+                         condition="attribute_not_exists(inflight) OR inflight < :cap",
+                         values={":zero": 0, ":one": 1, ":cap": cap, ":t": tenant})
         items = [
-            op("Update", self.table, {"pk": counter_key(tenant)},
-               update="SET inflight = if_not_exists(inflight, :zero) + :one, tenant_id = :t "
-                      "ADD ver :one",
-               condition="attribute_not_exists(inflight) OR inflight < :cap",
-               values={":zero": 0, ":one": 1, ":cap": cap, ":t": tenant}),
+            counter,
             op("Put", self.table, lease.to_item(), condition="attribute_not_exists(pk)",
                return_old=True),
             op("Update", self.jobs_table, {"job_id": request.job_id}, update=job.expression,
@@ -119,7 +133,7 @@ class LeaseStore:
         if job.failed:
             # Running without a lease item: a reclaim is racing us; treat as running.
             return Acquisition(verdict=Verdict.RUNNING, cap=cap)
-        if counter.failed:
+        if counter.failed:  # (when borrowing: no longer at cap, take an own slot instead)
             return Acquisition(verdict=Verdict.AT_CAP, cap=cap)
         raise BackendError(f"acquire cancelled for no known reason: {exc}")
 
@@ -148,16 +162,17 @@ class LeaseStore:
         items = [
             op("Delete", self.table, {"pk": lease_key(lease.job_id)},
                condition="epoch = :e", values={":e": lease.epoch}),
-            self._decrement(lease.tenant_id),
+            self._decrement(lease),
             op("Update", self.jobs_table, {"job_id": lease.job_id}, update=job.expression,
                condition="epoch = :e", values=job.values, names=job.names),
         ]
         self._transact_fenced(items, lease, "release")
 
-    def _decrement(self, tenant: str) -> dict[str, Any]:
-        return op("Update", self.table, {"pk": counter_key(tenant)},
-                  update="SET inflight = inflight - :one ADD ver :one",
-                  condition="inflight >= :one", values={":one": 1})
+    def _decrement(self, lease: Lease) -> dict[str, Any]:
+        field = "borrowed" if lease.borrowed else "inflight"
+        return op("Update", self.table, {"pk": counter_key(lease.tenant_id)},
+                  update=f"SET {field} = {field} - :one ADD ver :one",
+                  condition=f"{field} >= :one", values={":one": 1})
 
     def _transact_fenced(self, items: list, lease: Lease, what: str) -> None:
         for attempt in range(2):
@@ -194,7 +209,7 @@ class LeaseStore:
         items = [
             op("Delete", self.table, {"pk": lease_key(lease.job_id)}, condition=cond,
                values=values, names={"#h": "host"} if own_host else None),
-            self._decrement(lease.tenant_id),
+            self._decrement(lease),
             op("Update", self.jobs_table, {"job_id": lease.job_id}, update=job.expression,
                condition="attribute_not_exists(job_id) OR epoch = :e", values=job.values,
                names=job.names),
@@ -219,24 +234,29 @@ class LeaseStore:
 
         Counters are read before leases, and each fix is conditioned on the
         counter's ``ver`` being unchanged, so a concurrent acquire or release
-        makes the fix a no-op instead of a corruption.
+        makes the fix a no-op instead of a corruption. Own (capped) and
+        borrowed leases are counted apart; the figures returned are their sums.
         """
         counters = self.counters()
         if tenant is not None:
             counters = {t: c for t, c in counters.items() if t == tenant}
-        live: dict[str, int] = {}
+        live: dict[tuple[str, bool], int] = {}
         for lease in self.leases():
-            live[lease.tenant_id] = live.get(lease.tenant_id, 0) + 1
+            key = (lease.tenant_id, lease.borrowed)
+            live[key] = live.get(key, 0) + 1
         fixed = {}
         for name, item in counters.items():
-            want, have = live.get(name, 0), item.get("inflight", 0)
-            if want == have:
+            own, lent = live.get((name, False), 0), live.get((name, True), 0)
+            have_own, have_lent = item.get("inflight", 0), item.get("borrowed", 0)
+            if (own, lent) == (have_own, have_lent):
                 continue
             ok = self.dynamo.update(
-                self.table, {"pk": counter_key(name)}, "SET inflight = :n ADD ver :one",
-                values={":n": want, ":one": 1, ":v": item.get("ver", 0)}, condition="ver = :v")
+                self.table, {"pk": counter_key(name)},
+                "SET inflight = :n, borrowed = :b ADD ver :one",
+                values={":n": own, ":b": lent, ":one": 1, ":v": item.get("ver", 0)},
+                condition="ver = :v")
             if ok:
-                fixed[name] = (have, want)
-                logger.warning("repaired counter of %s: %s -> %s", name, have, want,
-                               extra=extra("counter_repaired", name))
+                fixed[name] = (have_own + have_lent, own + lent)
+                logger.warning("repaired counter of %s: %s+%s borrowed -> %s+%s", name, have_own,
+                               have_lent, own, lent, extra=extra("counter_repaired", name))
         return fixed

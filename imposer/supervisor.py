@@ -15,6 +15,7 @@ import threading
 
 from imposer import backend
 from imposer import sweep as sweeping
+from imposer.borrowing import BorrowPolicy
 from imposer.contention import ContentionMeter
 from imposer.errors import BackendError, InvalidMessage, LeaseLost
 from imposer.heartbeat import Heartbeat
@@ -64,6 +65,11 @@ class Supervisor:
         self.sweeper = Periodic("sweep", self.s.sweep_seconds, lambda: sweeping.sweep(
             self.b.leases, self.b.metrics, self.s.host_id, self.b.queue))
         self.sampler = Periodic("utilisation", self.s.heartbeat_seconds, self.sample)
+        self.borrowing = BorrowPolicy(self.s.borrow, self.s.reserve_slots, self.b.leases,
+                                      self.b.jobs, self.b.tenants)
+        self.borrow_view = Periodic("borrow-view", max(1.0, self.s.defer_seconds),
+                                    self.borrowing.refresh)
+        self._candidates: list[tuple[JobRequest, Received, int]] = []
         self.contention = ContentionMeter(self.s.slots, 2 * self.s.defer_seconds + 5,
                                           self.clock, self.b.metrics, self.s.host_id)
 
@@ -97,7 +103,11 @@ class Supervisor:
                     extra=extra("boot", host=self.s.host_id, slots=self.s.slots,
                                 reclaimed=len(orphans)))
         self.pool.start()
-        for thread in (self.heartbeat, self.sweeper, self.sampler):
+        threads = [self.heartbeat, self.sweeper, self.sampler]
+        if self.s.borrow:
+            self.borrowing.refresh()
+            threads.append(self.borrow_view)
+        for thread in threads:
             thread.start()
 
     # -- signals -------------------------------------------------------------
@@ -200,6 +210,7 @@ class Supervisor:
         messages = self.b.queue.receive(want, self.s.poll_seconds, self.s.lease_ttl_seconds)
         self._received_at = self.clock.monotonic()
         self._empty_poll = not messages
+        self._candidates = []
         for message in messages:
             if self.drain.is_set() or not free:
                 self.b.queue.change_visibility(message, 0)
@@ -207,6 +218,23 @@ class Supervisor:
             with self.guard(None):
                 if self.handle(message, free[0]):
                     free.pop(0)
+        self.lend_idle_slots(free)
+
+    def lend_idle_slots(self, free: list[int]) -> None:
+        """After every tenant below its cap had its turn, let capped ones borrow, or defer."""
+        for request, message, cap in self._candidates:
+            with self.guard(request):
+                why_not = self.borrowing.allows(request.tenant_id, len(free))
+                if why_not is None and not self.drain.is_set():
+                    acq = self.b.leases.acquire(request, self.s.host_id, free[0],
+                                                message.sent_at, message.receipt, borrow=True)
+                    if acq.verdict == Verdict.ACQUIRED:
+                        self.launch(request, message, free.pop(0), acq.lease)
+                        self.b.metrics.emit("borrowed", 1, tenant_id=request.tenant_id)
+                        continue
+                    why_not = "the tenant dropped below its cap meanwhile"
+                self.defer_at_cap(request, message, cap, f"not borrowing: {why_not}")
+        self._candidates = []
 
     def handle(self, message: Received, slot: int) -> bool:
         """Start *message*'s job on *slot*, or defer, drop or reject it; True if started."""
@@ -258,24 +286,13 @@ class Supervisor:
                                     message.receipt)
         ctx = extra("", request.tenant_id, request.job_id)
         if acq.verdict == Verdict.ACQUIRED:
-            wait = max(0.0, acq.lease.acquired_at - (request.submitted_at or message.sent_at))
-            self.running.add(Running(slot=slot, request=request, message=message,
-                                     lease=acq.lease, started=self.clock.monotonic(),
-                                     received=self._received_at))
-            self.pool.submit(slot, TaskSpec(request=request))
-            self.contention.started(request.job_id)
-            self.started_jobs += 1
-            dispatch_ms = 1000 * (self.clock.monotonic() - self._received_at)
-            self.b.metrics.emit("queue_wait", round(wait, 3), tenant_id=request.tenant_id)
-            logger.info("started job %s on slot %s after %.1fs in queue", request.job_id, slot,
-                        wait, extra={**ctx, "action": "job_started", "slot": slot,
-                                     "queue_wait": wait, "dispatch_ms": round(dispatch_ms, 2)})
+            self.launch(request, message, slot, acq.lease)
             return True
         if acq.verdict == Verdict.AT_CAP:
-            self.b.metrics.emit("cap_defer", 1, tenant_id=request.tenant_id)
-            self.contention.deferred(request.tenant_id, request.job_id)
-            reason = f"at tenant cap: {request.tenant_id} holds all {acq.cap} of its slots"
-            self.defer(request, message, reason, cap=True)
+            if self.s.borrow and acq.cap > 0:
+                self._candidates.append((request, message, acq.cap))
+            else:
+                self.defer_at_cap(request, message, acq.cap)
         elif acq.verdict == Verdict.RUNNING:
             self.b.metrics.emit("duplicate", 1, tenant_id=request.tenant_id)
             logger.info("job %s already runs elsewhere; keeping this copy back", request.job_id,
@@ -292,6 +309,29 @@ class Supervisor:
         else:
             self.defer(request, message, "waiting for a stale lease to be swept")
         return False
+
+    def launch(self, request: JobRequest, message: Received, slot: int, lease) -> None:
+        """Hand a leased job to the pool and account its queue wait."""
+        wait = max(0.0, lease.acquired_at - (request.submitted_at or message.sent_at))
+        self.running.add(Running(slot=slot, request=request, message=message, lease=lease,
+                                 started=self.clock.monotonic(), received=self._received_at))
+        self.pool.submit(slot, TaskSpec(request=request))
+        self.contention.started(request.job_id)
+        self.started_jobs += 1
+        dispatch_ms = 1000 * (self.clock.monotonic() - self._received_at)
+        self.b.metrics.emit("queue_wait", round(wait, 3), tenant_id=request.tenant_id)
+        logger.info("started job %s on slot %s after %.1fs in queue%s", request.job_id, slot,
+                    wait, " (borrowed slot)" if lease.borrowed else "",
+                    extra=extra("job_started", request.tenant_id, request.job_id, slot=slot,
+                                queue_wait=wait, borrowed=lease.borrowed,
+                                dispatch_ms=round(dispatch_ms, 2)))
+
+    def defer_at_cap(self, request: JobRequest, message: Received, cap: int,
+                     note: str | None = None) -> None:
+        self.b.metrics.emit("cap_defer", 1, tenant_id=request.tenant_id)
+        self.contention.deferred(request.tenant_id, request.job_id)
+        reason = f"at tenant cap: {request.tenant_id} holds all {cap} of its slots"
+        self.defer(request, message, f"{reason}; {note}" if note else reason, cap=True)
 
     def defer(self, request: JobRequest, message: Received, reason: str | None,
               cap: bool = False) -> None:
@@ -376,7 +416,7 @@ class Supervisor:
         if not self.fast.is_set():
             self.collect_finished()
         self.pool.stop(timeout=0 if self.fast.is_set() else 5)
-        for thread in (self.heartbeat, self.sweeper, self.sampler):
+        for thread in (self.heartbeat, self.sweeper, self.sampler, self.borrow_view):
             thread.stop()
         for job in self.running.snapshot():
             self.running.pop(job.slot)
