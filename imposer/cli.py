@@ -440,6 +440,34 @@ def demo(fast: bool, out: str) -> None:
     sys.exit(run_demo(fast, Path(out), click.echo))
 
 
+@main.command()
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
+@settings_options(*AWS_NAMES, "slots", "default_cap", "defer_seconds", "retry_seconds")
+@handle_errors
+def why(settings: Settings, job_id: str, as_json: bool) -> None:
+    """Say what JOB_ID is doing, why it waits, and when it should start."""
+    from imposer.why import explain
+    from imposer.wiring import connect
+
+    b = connect(settings)
+    caps = {c.tenant_id: c.cap for c in b.tenants.list() if c.cap is not None}
+    answer = explain(job_id, b.jobs.get(job_id), b.leases.leases(), caps, settings.default_cap,
+                     b.jobs.list(), settings.slots, settings, time.time())
+    if as_json:
+        click.echo(json.dumps(answer.to_dict(), indent=2))
+        return
+    click.echo(f"{job_id}: {answer.code}")
+    click.echo(f"  {answer.reason}")
+    if answer.predicted_start and answer.code not in ("running", "succeeded"):
+        when = time.strftime("%H:%M:%S", time.localtime(answer.predicted_start))
+        span = ""
+        if answer.earliest and answer.latest:
+            span = (f" (between {time.strftime('%H:%M:%S', time.localtime(answer.earliest))}"
+                    f" and {time.strftime('%H:%M:%S', time.localtime(answer.latest))})")
+        click.echo(f"  predicted start {when}{span}; confidence: {answer.confidence}")
+
+
 def _register_engine_commands() -> None:
     from imposer.engine.cli import impose_command, layouts_command
 
