@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import sys
 import time
 
@@ -99,13 +98,21 @@ def main() -> None:
 @main.command()
 @click.option("--port", type=int, default=4566, show_default=True,
               help="Port on 127.0.0.1 (0 picks a free one).")
-def local(port: int) -> None:
-    """Serve a local AWS stack (moto, with serializable DynamoDB) in the foreground."""
+@click.option("--strict-order", is_flag=True,
+              help="Deliver standard-queue messages strictly in send order (no fair-queue "
+                   "ordering by message group), to see what a queue without layer 1 does.")
+def local(port: int, strict_order: bool) -> None:
+    """Serve a local AWS stack (moto, with serializable DynamoDB) in the foreground.
+
+    Standard queues deliver like SQS fair queues: a message group with many
+    messages in flight (a noisy tenant's deferred backlog) yields to quieter
+    groups.
+    """
     from imposer.localstack import LocalStack
 
     logs.setup()
     try:
-        stack = LocalStack(port)
+        stack = LocalStack(port, fair_queues=not strict_order)
     except OSError as exc:
         fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}", EXIT_CONFIG)
     click.echo(f"AWS_ENDPOINT_URL={stack.url}", nl=True)

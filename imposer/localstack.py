@@ -66,10 +66,11 @@ class _QuietHandler(WSGIRequestHandler):
 class LocalStack:
     """Serve moto on 127.0.0.1:*port* (0 picks a free port) in a thread or the foreground."""
 
-    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", fair_queues: bool = True) -> None:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-        use_fair_queues()
+        if fair_queues:
+            use_fair_queues()
         app = SerializeDynamoDB(DomainDispatcherApplication(create_backend_app))
         self.server: BaseWSGIServer = make_server(
             host, port, app, threaded=True, request_handler=_QuietHandler)

@@ -7,8 +7,6 @@ while slots are free, or on the pool's pipes while they are not.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import signal
 import threading
@@ -16,17 +14,15 @@ import threading
 from imposer import backend
 from imposer import sweep as sweeping
 from imposer.borrowing import BorrowPolicy
+from imposer.completion import Completer
 from imposer.contention import ContentionMeter
-from imposer.errors import BackendError, InvalidMessage, LeaseLost
+from imposer.dispatch import Dispatcher, guard
+from imposer.errors import BackendError, LeaseLost
 from imposer.heartbeat import Heartbeat
-from imposer.jobs import JobStore
-from imposer.leases import Verdict
 from imposer.logs import extra
-from imposer.models import Fate, JobRequest, JobStatus, Outcome, valid_id
+from imposer.models import Fate, JobStatus, Outcome
 from imposer.pool import Pool
-from imposer.queue import Received
-from imposer.running import Running, RunningTable
-from imposer.task import TaskSpec
+from imposer.running import RunningTable
 from imposer.threads import Periodic
 from imposer.wiring import Backends
 
@@ -49,14 +45,11 @@ class Supervisor:
         self.running = RunningTable()
         self.max_jobs = max_jobs
         self.exit_when_idle = exit_when_idle
-        self.notifier = notifier
         self.drain = threading.Event()
         self.fast = threading.Event()
-        self.started_jobs = 0
         self.exit_code = EXIT_OK
         self._drain_deadline: float | None = None
         self._empty_poll = False
-        self._received_at = 0.0
         slack = 2 * self.s.heartbeat_seconds + 5
         self.overrun_after = self.s.job_timeout_seconds + slack
         self.heartbeat = Periodic("heartbeat", self.s.heartbeat_seconds, Heartbeat(
@@ -69,9 +62,11 @@ class Supervisor:
                                       self.b.jobs, self.b.tenants)
         self.borrow_view = Periodic("borrow-view", max(1.0, self.s.defer_seconds),
                                     self.borrowing.refresh)
-        self._candidates: list[tuple[JobRequest, Received, int]] = []
         self.contention = ContentionMeter(self.s.slots, 2 * self.s.defer_seconds + 5,
                                           self.clock, self.b.metrics, self.s.host_id)
+        self.dispatch = Dispatcher(backends, self.pool, self.running, self.contention,
+                                   self.borrowing)
+        self.completer = Completer(backends, notifier)
 
     # -- the story -----------------------------------------------------------
     def run(self) -> int:
@@ -138,7 +133,7 @@ class Supervisor:
         return self._drain_deadline is not None and self.clock.monotonic() > self._drain_deadline
 
     def done_enough(self) -> bool:
-        if self.max_jobs is not None and self.started_jobs >= self.max_jobs:
+        if self.max_jobs is not None and self.dispatch.started >= self.max_jobs:
             return True
         if self.exit_when_idle and self._empty_poll and not len(self.running):
             depth = self.b.queue.depth()
@@ -147,6 +142,7 @@ class Supervisor:
 
     # -- finished jobs and health ----------------------------------------------
     def collect_finished(self) -> None:
+        """Settle jobs that ended; refill a freed slot from its tenant's deferred work."""
         idle_slots = bool(self.pool.free()) and not self.drain.is_set()
         for event in self.pool.wait(0 if idle_slots else 0.5):
             job = self.running.pop(event.slot)
@@ -155,19 +151,10 @@ class Supervisor:
             outcome = event.outcome or Outcome(
                 job_id=job.request.job_id, fate=Fate.RETRY, error_kind="child_died",
                 reason=f"pool worker died (exit code {event.exitcode})")
-            with self.guard(job.request):
-                self.complete(job, outcome)
-
-    @contextlib.contextmanager
-    def guard(self, request: JobRequest | None):
-        """Log a failure to handle one job and carry on: the lease expires, the sweep
-        reclaims it and the message returns, so nothing is lost."""
-        try:
-            yield
-        except Exception:
-            tenant, job = (request.tenant_id, request.job_id) if request else (None, None)
-            logger.exception("error while handling job %s; leaving it to the sweep", job,
-                             extra=extra("handler_error", tenant, job))
+            with guard(job.request):
+                if self.completer.complete(job, outcome) is not None:
+                    self.dispatch.wake(job.request.tenant_id, self.pool.free(),
+                                       self.drain.is_set)
 
     def check_health(self) -> None:
         for thread in (self.heartbeat, self.sweeper):
@@ -188,7 +175,7 @@ class Supervisor:
             elif now - job.started > self.overrun_after:
                 self.pool.kill(job.slot)
                 self.running.pop(job.slot)
-                self.complete(job, Outcome(
+                self.completer.complete(job, Outcome(
                     job_id=job.request.job_id, fate=Fate.RETRY, error_kind="timeout",
                     reason=f"job ran past {self.overrun_after:.0f}s; its pool worker was killed"))
 
@@ -201,214 +188,16 @@ class Supervisor:
 
     # -- new work ---------------------------------------------------------------
     def fill_free_slots(self) -> None:
+        """Receive at most as many messages as there are free slots, and dispatch them."""
         free = self.pool.free()
         if not free:
             return
         want = len(free)
         if self.max_jobs is not None:
-            want = min(want, self.max_jobs - self.started_jobs)
+            want = min(want, self.max_jobs - self.dispatch.started)
         messages = self.b.queue.receive(want, self.s.poll_seconds, self.s.lease_ttl_seconds)
-        self._received_at = self.clock.monotonic()
         self._empty_poll = not messages
-        self._candidates = []
-        for message in messages:
-            if self.drain.is_set() or not free:
-                self.b.queue.change_visibility(message, 0)
-                continue
-            with self.guard(None):
-                if self.handle(message, free[0]):
-                    free.pop(0)
-        self.lend_idle_slots(free)
-
-    def lend_idle_slots(self, free: list[int]) -> None:
-        """After every tenant below its cap had its turn, let capped ones borrow, or defer."""
-        for request, message, cap in self._candidates:
-            with self.guard(request):
-                why_not = self.borrowing.allows(request.tenant_id, len(free))
-                if why_not is None and not self.drain.is_set():
-                    acq = self.b.leases.acquire(request, self.s.host_id, free[0],
-                                                message.sent_at, message.receipt, borrow=True)
-                    if acq.verdict == Verdict.ACQUIRED:
-                        self.launch(request, message, free.pop(0), acq.lease)
-                        self.b.metrics.emit("borrowed", 1, tenant_id=request.tenant_id)
-                        continue
-                    why_not = "the tenant dropped below its cap meanwhile"
-                self.defer_at_cap(request, message, cap, f"not borrowing: {why_not}")
-        self._candidates = []
-
-    def handle(self, message: Received, slot: int) -> bool:
-        """Start *message*'s job on *slot*, or defer, drop or reject it; True if started."""
-        try:
-            request = self.parse(message)
-        except InvalidMessage as exc:
-            self.reject(message, exc)
-            return False
-        try:
-            return self.start(request, message, slot)
-        except BackendError as exc:
-            logger.error("could not take job %s: %s; it will come back", request.job_id, exc,
-                         extra=extra("acquire_error", request.tenant_id, request.job_id))
-            self.b.queue.change_visibility(message, self.s.defer_seconds)
-            return False
-
-    def parse(self, message: Received) -> JobRequest:
-        request = JobRequest.from_body(message.body)
-        if message.group_id is None:
-            logger.warning("message for %s has no MessageGroupId (layer 1 fairness is off)",
-                           request.tenant_id,
-                           extra=extra("no_group_id", request.tenant_id, request.job_id))
-        elif message.group_id != request.tenant_id:
-            raise InvalidMessage(f"MessageGroupId {message.group_id!r} is not the tenant "
-                                 f"{request.tenant_id!r}")
-        request.check_prefix(self.s.bucket)
-        return request
-
-    def reject(self, message: Received, exc: InvalidMessage) -> None:
-        """Record why, move the message to the DLQ ourselves, delete it."""
-        job_id = tenant = None
-        try:
-            data = json.loads(message.body)
-            if isinstance(data, dict) and valid_id(data.get("job_id")) \
-                    and valid_id(data.get("tenant_id")):
-                job_id, tenant = data["job_id"], data["tenant_id"]
-        except ValueError:
-            pass
-        logger.error("rejected message %s: %s", message.message_id, exc,
-                     extra=extra("invalid_message", tenant, job_id, message_id=message.message_id))
-        if job_id:
-            self.b.jobs.finish_unleased(job_id, tenant, JobStatus.FAILED, str(exc), exc.kind)
-        self.b.queue.dead_letter(message, str(exc))
-        self.b.metrics.emit("jobs", 1, outcome="invalid", tenant_id=tenant)
-
-    def start(self, request: JobRequest, message: Received, slot: int,
-              stale_retry: bool = True) -> bool:
-        acq = self.b.leases.acquire(request, self.s.host_id, slot, message.sent_at,
-                                    message.receipt)
-        ctx = extra("", request.tenant_id, request.job_id)
-        if acq.verdict == Verdict.ACQUIRED:
-            self.launch(request, message, slot, acq.lease)
-            return True
-        if acq.verdict == Verdict.AT_CAP:
-            if self.s.borrow and acq.cap > 0:
-                self._candidates.append((request, message, acq.cap))
-            else:
-                self.defer_at_cap(request, message, acq.cap)
-        elif acq.verdict == Verdict.RUNNING:
-            self.b.metrics.emit("duplicate", 1, tenant_id=request.tenant_id)
-            logger.info("job %s already runs elsewhere; keeping this copy back", request.job_id,
-                        extra={**ctx, "action": "duplicate_running"})
-            self.defer(request, message, None)
-        elif acq.verdict == Verdict.DONE:
-            self.b.metrics.emit("duplicate", 1, tenant_id=request.tenant_id)
-            logger.info("job %s already %s; deleting the duplicate", request.job_id, acq.status,
-                        extra={**ctx, "action": "duplicate_done"})
-            self.b.queue.delete(message)
-        elif acq.verdict == Verdict.STALE and stale_retry:
-            sweeping.reclaim_expired(self.b.leases, self.b.metrics, acq.holder, self.s.host_id)
-            return self.start(request, message, slot, stale_retry=False)
-        else:
-            self.defer(request, message, "waiting for a stale lease to be swept")
-        return False
-
-    def launch(self, request: JobRequest, message: Received, slot: int, lease) -> None:
-        """Hand a leased job to the pool and account its queue wait."""
-        wait = max(0.0, lease.acquired_at - (request.submitted_at or message.sent_at))
-        self.running.add(Running(slot=slot, request=request, message=message, lease=lease,
-                                 started=self.clock.monotonic(), received=self._received_at))
-        self.pool.submit(slot, TaskSpec(request=request))
-        self.contention.started(request.job_id)
-        self.started_jobs += 1
-        dispatch_ms = 1000 * (self.clock.monotonic() - self._received_at)
-        self.b.metrics.emit("queue_wait", round(wait, 3), tenant_id=request.tenant_id)
-        logger.info("started job %s on slot %s after %.1fs in queue%s", request.job_id, slot,
-                    wait, " (borrowed slot)" if lease.borrowed else "",
-                    extra=extra("job_started", request.tenant_id, request.job_id, slot=slot,
-                                queue_wait=wait, borrowed=lease.borrowed,
-                                dispatch_ms=round(dispatch_ms, 2)))
-
-    def defer_at_cap(self, request: JobRequest, message: Received, cap: int,
-                     note: str | None = None) -> None:
-        self.b.metrics.emit("cap_defer", 1, tenant_id=request.tenant_id)
-        self.contention.deferred(request.tenant_id, request.job_id)
-        reason = f"at tenant cap: {request.tenant_id} holds all {cap} of its slots"
-        self.defer(request, message, f"{reason}; {note}" if note else reason, cap=True)
-
-    def defer(self, request: JobRequest, message: Received, reason: str | None,
-              cap: bool = False) -> None:
-        """Push the message back; re-publish it first if SQS would soon drop it."""
-        age = self.clock.time() - message.sent_at
-        if (age > self.s.retention_seconds - self.s.republish_margin_seconds
-                or message.receive_count >= self.s.republish_receive_count):
-            import attrs
-
-            body = attrs.evolve(request, submitted_at=request.submitted_at or message.sent_at)
-            new_id = self.b.queue.republish(message, body.to_body())
-            logger.warning("re-published job %s (age %.0fs, received %s times) as %s",
-                           request.job_id, age, message.receive_count, new_id,
-                           extra=extra("republished", request.tenant_id, request.job_id))
-        else:
-            self.b.queue.change_visibility(message, self.s.defer_seconds)
-        if reason:
-            self.b.jobs.note_waiting(request, message.sent_at, reason, deferred=cap)
-            if cap:
-                logger.info("deferred job %s: %s", request.job_id, reason,
-                            extra=extra("cap_defer", request.tenant_id, request.job_id))
-
-    # -- completion ---------------------------------------------------------------
-    def complete(self, job: Running, outcome: Outcome) -> None:
-        """Release the lease with the job's state, then settle its message."""
-        req, now, settle_from = job.request, self.clock.time(), self.clock.monotonic()
-        fields = {"run_seconds": round(self.clock.monotonic() - job.started, 3),
-                  "error": outcome.reason, "error_kind": outcome.error_kind}
-        failures = count = 0
-        if outcome.fate == Fate.SUCCEEDED:
-            status = JobStatus.SUCCEEDED
-            fields.update(error=None, error_kind=None)
-        elif outcome.fate == Fate.FAILED:
-            status = JobStatus.FAILED
-        elif outcome.fate == Fate.RETRY:
-            record = self.b.jobs.get(req.job_id)
-            failures = 1
-            count = (record.failures if record else 0) + 1
-            status = JobStatus.DEAD if count >= self.s.max_attempts else JobStatus.RETRYING
-            if status == JobStatus.RETRYING:
-                fields["wait_reason"] = (f"retrying after failure {count} of "
-                                         f"{self.s.max_attempts}: {outcome.reason}")
-        else:
-            status = JobStatus.RETRYING
-            fields["wait_reason"] = f"licence unavailable, retrying: {outcome.reason}"
-        if status.final:
-            fields["finished_at"] = now
-        try:
-            self.b.leases.release(job.lease, status, failures=failures, **fields)
-        except LeaseLost as exc:
-            logger.error("job %s finished but %s; its message will return", req.job_id, exc,
-                         extra=extra("lease_lost", req.tenant_id, req.job_id))
-            return
-        except BackendError as exc:
-            logger.error("could not release job %s: %s; the sweep will reclaim it", req.job_id,
-                         exc, extra=extra("release_error", req.tenant_id, req.job_id))
-            return
-        self.settle_message(job, status, outcome, count)
-        fields["settle_ms"] = round(1000 * (self.clock.monotonic() - settle_from), 2)
-        self.b.metrics.emit("jobs", 1, outcome=status.value, tenant_id=req.tenant_id)
-        logger.info("job %s %s: %s", req.job_id, status.value, outcome.reason or "ok",
-                    extra=extra("job_finished", req.tenant_id, req.job_id, status=status.value,
-                                slot=job.slot, **fields))
-        if status.final and self.notifier is not None and req.webhook:
-            self.notifier.job_finished(req, status, fields)
-
-    def settle_message(self, job: Running, status: JobStatus, outcome: Outcome,
-                       failures: int) -> None:
-        queue = self.b.queue
-        if status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
-            queue.delete(job.message)
-        elif status == JobStatus.DEAD:
-            queue.dead_letter(job.message, outcome.reason or "too many failures")
-        elif outcome.fate == Fate.RETRY:
-            queue.change_visibility(job.message, self.s.retry_seconds * 2 ** (failures - 1))
-        else:
-            queue.change_visibility(job.message, self.s.defer_seconds)
+        self.dispatch.take_batch(messages, free, self.drain.is_set)
 
     # -- the fixed stop order -----------------------------------------------------
     def shutdown(self) -> None:
@@ -430,8 +219,7 @@ class Supervisor:
             self.b.queue.change_visibility(job.message, 0)
             logger.warning("returned unfinished job %s to the queue", req.job_id,
                            extra=extra("job_returned", req.tenant_id, req.job_id))
-        if self.notifier is not None:
-            self.notifier.stop()
-        logger.info("stopped (started %s job(s))", self.started_jobs,
-                    extra=extra("stopped", started=self.started_jobs,
+        self.completer.stop()
+        logger.info("stopped (started %s job(s))", self.dispatch.started,
+                    extra=extra("stopped", started=self.dispatch.started,
                                 aws_calls=backend.CALLS.snapshot()))

@@ -10,7 +10,7 @@ from imposer.borrowing import BorrowPolicy
 from imposer.leases import Verdict
 from imposer.models import JobStatus, TenantConfig
 from imposer.sweep import sweep
-from tests.fixtures.workers import Worker, layout, submit_jobs, wait_for
+from tests.fixtures.workers import Worker, layout, submit_jobs
 from tests.test_leases import request
 
 

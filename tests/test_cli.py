@@ -93,3 +93,39 @@ class TestOperatorViews:
         assert "[env IMPOSER_DEFAULT_CAP; default 4]" in text
         assert "[env IMPOSER_LEASE_TTL_SECONDS; default 600.0]" in text
         assert "second one stops fast" in text
+
+
+class TestSubmitCommand:
+    def test_submit_then_jobs(self, settings, backends, tmp_path, redis_url):
+        """`imposer submit` publishes with the tenant as group; a reused token exits 10."""
+        from imposer.samples import numbered_pdf
+
+        pdf = numbered_pdf(tmp_path / "a.pdf", 2)
+        env = env_for(settings)
+        env["IMPOSER_REDIS_URL"] = redis_url
+        first = imposer(env, "submit", "--tenant", "acme", "--pdf", str(pdf), "--layout",
+                        "a5-4up-sra3", "--token", "order-1")
+        assert first.returncode == 0, first.stderr
+        assert "submitted job" in first.stdout
+        again = imposer(env, "submit", "--tenant", "acme", "--pdf", str(pdf), "--layout",
+                        "a5-4up-sra3", "--token", "order-1")
+        assert again.returncode == 10
+        assert again.stderr.strip().splitlines()[-1].startswith("imposer: error: ")
+        assert "order-1" in again.stderr
+        import boto3
+
+        sqs = boto3.client("sqs")
+        url = sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
+        got = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["All"],
+                                  MaxNumberOfMessages=10)["Messages"]
+        assert len(got) == 1 and got[0]["Attributes"]["MessageGroupId"] == "acme"
+
+    def test_jobs_lists_records(self, settings, backends):
+        """`imposer jobs --json` lists records with their status and reason."""
+        lease = backends.leases.acquire(request(), "h", 0).lease
+        backends.leases.release(lease, JobStatus.FAILED, error="bad pdf: truncated")
+        rows = json.loads(imposer(env_for(settings), "jobs", "--json", "--tenant", "acme").stdout)
+        assert [(r["job_id"], r["status"], r["error"]) for r in rows] == \
+            [(lease.job_id, "failed", "bad pdf: truncated")]
+        text = imposer(env_for(settings), "jobs").stdout
+        assert "bad pdf: truncated" in text

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 import time
 
 import boto3
@@ -278,3 +277,52 @@ class TestRetention:
         assert record.queue_wait >= 1.0, "queue wait must count from the first submission"
         worker.signal(signal.SIGTERM)
         assert worker.wait(30) == 0
+
+
+class TestBatchModes:
+    def test_max_jobs_stops_after_n(self, settings, backends, tmp_path, workers):
+        """`--max-jobs 2` runs two jobs, then drains and exits 0, leaving the rest queued."""
+        ids = submit_jobs(settings, tmp_path, "acme", 3, layout())
+        worker = Worker(settings, tmp_path, "batch", "--slots", "1", "--max-jobs", "2")
+        workers.append(worker)
+        assert worker.wait(60) == 0, worker.tail()
+        got = statuses(backends, ids)
+        assert sorted(v or "unseen" for v in got.values()).count("succeeded") == 2
+        assert backends.queue.depth()["visible"] + backends.queue.depth()["in_flight"] == 1
+
+    def test_near_retention_is_republished(self, settings, backends, tmp_path, workers):
+        """A deferred message close to the queue's retention is re-published, not left to expire."""
+        backends.tenants.put(TenantConfig(tenant_id="paused", cap=0))
+        job = submit_jobs(settings, tmp_path, "paused", 1, layout())[0]
+        worker = Worker(settings, tmp_path, "old", "--slots", "1", "--retention-seconds", "60",
+                        "--republish-margin-seconds", "59.5")
+        workers.append(worker)
+        done = wait_for(lambda: worker.actions("republished"), 30, "a re-publish")
+        assert done[0]["job_id"] == job
+        assert backends.jobs.get(job).status == JobStatus.QUEUED
+
+
+class TestOpenEngine:
+    def test_open_engine_imposes_in_the_pool(self, settings, backends, tmp_path, workers):
+        """With --engine open a preset layout is imposed in a pool child into a real plate."""
+        import pikepdf
+
+        from imposer.client import submit
+        from imposer.samples import A5, numbered_pdf
+        from imposer.storage import Storage
+        from imposer.models import S3Uri
+
+        pdf = numbered_pdf(tmp_path / "booklet.pdf", 16, *A5)
+        req = submit("acme", pdf, "a5-booklet-a4", bucket=settings.bucket,
+                     queue=settings.queue_name)
+        worker = Worker(settings, tmp_path, "open", "--slots", "2", "--engine", "open",
+                        "--exit-when-idle")
+        workers.append(worker)
+        assert worker.wait(60) == 0, worker.tail()
+        assert backends.jobs.get(req.job_id).status == JobStatus.SUCCEEDED
+        plate = tmp_path / "plate.pdf"
+        uri = S3Uri.parse(req.output)
+        Storage(settings.region).client.download_file(uri.bucket, uri.key, str(plate))
+        with pikepdf.open(plate) as out:
+            assert len(out.pages) == 8  # 4 sheets, front and back
+            assert [round(float(v), 2) for v in out.pages[0].MediaBox] == [0, 0, 841.89, 595.28]
