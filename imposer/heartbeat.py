@@ -46,6 +46,8 @@ class Heartbeat:
             try:
                 job.lease = self.leases.renew(job.lease)
             except LeaseLost as exc:
+                if self.table.get(job.slot) is not job:
+                    continue  # it finished and released its lease meanwhile
                 job.lost = True
                 logger.error("lost the lease of job %s: %s", req.job_id, exc,
                              extra=extra("lease_lost", req.tenant_id, req.job_id))

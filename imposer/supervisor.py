@@ -142,8 +142,14 @@ class Supervisor:
 
     # -- finished jobs and health ----------------------------------------------
     def collect_finished(self) -> None:
-        """Settle jobs that ended; refill a freed slot from its tenant's deferred work."""
+        """Settle jobs that ended; then refill freed slots from their tenants' deferred work.
+
+        Every event of the batch is settled before any slot is refilled: the
+        pool marks a slot free as soon as its outcome arrives, and a slot must
+        not take a new job while its old one is still in the running table.
+        """
         idle_slots = bool(self.pool.free()) and not self.drain.is_set()
+        freed: list[str] = []
         for event in self.pool.wait(0 if idle_slots else 0.5):
             job = self.running.pop(event.slot)
             if job is None:
@@ -153,8 +159,10 @@ class Supervisor:
                 reason=f"pool worker died (exit code {event.exitcode})")
             with guard(job.request):
                 if self.completer.complete(job, outcome) is not None:
-                    self.dispatch.wake(job.request.tenant_id, self.pool.free(),
-                                       self.drain.is_set)
+                    freed.append(job.request.tenant_id)
+        for tenant in freed:
+            with guard(None):
+                self.dispatch.wake(tenant, self.pool.free(), self.drain.is_set)
 
     def check_health(self) -> None:
         for thread in (self.heartbeat, self.sweeper):
