@@ -2,12 +2,12 @@
 
 Every setting is also an IMPOSER_* environment variable; an option given on
 the command line wins. AWS is reached through boto3, so AWS_ENDPOINT_URL
-points every command at `imposer local`.
+points every command at `imposer local`. Read-only views live in
+``cli_views``, tenant-side tools and the demo in ``cli_tools``.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 import time
@@ -15,70 +15,14 @@ import time
 import click
 
 from imposer import logs
-from imposer.errors import BackendError, ConfigError, ImposerError
-from imposer.settings import Settings, env_help
-
-#: Exit codes; boot failures are distinct so systemd does not restart in a loop.
-EXIT_CONFIG = 3
-EXIT_BACKEND = 4
-
-_TYPES = {int: int, float: float, str: str}
-
-
-def settings_options(*names: str):
-    """Add one option per setting *name*; pass the loaded Settings as ``settings``."""
-
-    def decorate(func):
-        @functools.wraps(func)
-        def wrapper(**kwargs):
-            overrides = {n: kwargs.pop(n) for n in names}
-            try:
-                settings = Settings.load(**overrides)
-            except ConfigError as exc:
-                raise click.UsageError(str(exc)) from None
-            logs.setup(settings.log_level)
-            return func(settings=settings, **kwargs)
-
-        for name in reversed(names):
-            from attrs import fields_dict
-
-            kind = fields_dict(Settings)[name].metadata["kind"]
-            flag = "--" + name.replace("_", "-")
-            if kind not in _TYPES:  # booleans
-                wrapper = click.option(flag + "/--no-" + flag[2:], default=None,
-                                       help=env_help(name))(wrapper)
-            else:
-                wrapper = click.option(flag, type=_TYPES[kind], default=None,
-                                       help=env_help(name))(wrapper)
-        return wrapper
-
-    return decorate
-
-
-AWS_NAMES = ("region", "queue_name", "dlq_name", "bucket", "table_prefix")
-
-
-def fail(message: str, code: int) -> None:
-    click.echo(f"imposer: error: {message}", err=True)
-    sys.exit(code)
-
-
-def handle_errors(func):
-    """Turn imposer errors into one clear line and a non-zero exit."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except ConfigError as exc:
-            fail(str(exc), EXIT_CONFIG)
-        except BackendError as exc:
-            fail(str(exc), EXIT_BACKEND)
-        except ImposerError as exc:
-            fail(str(exc), 1)
-
-    return wrapper
-
+from imposer.cliutil import (
+    AWS_NAMES,
+    EXIT_CONFIG,
+    fail,
+    handle_errors,
+    settings_options,
+)
+from imposer.settings import Settings
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="imposer")
@@ -93,6 +37,7 @@ def main() -> None:
     Try it without AWS:  imposer demo
     Local AWS stack:     imposer local   (then export the AWS_ENDPOINT_URL it prints)
     """
+
 
 
 @main.command()
@@ -148,7 +93,7 @@ def sweep(settings: Settings, once: bool, as_json: bool) -> None:
 
     backends = connect(settings)
     while True:
-        report = run_sweep(backends.leases, backends.metrics, settings.host_id)
+        report = run_sweep(backends.leases, backends.metrics, settings.host_id, backends.queue)
         if as_json:
             click.echo(json.dumps({"reclaimed": [l.job_id for l in report.reclaimed],
                                    "repaired": report.repaired}))
@@ -252,6 +197,7 @@ def tenants_list(settings: Settings, as_json: bool) -> None:
         click.echo(f"{r['tenant_id']:20} cap {r['cap']}{tag:10} inflight {r['inflight']}")
 
 
+
 RUN_NAMES = AWS_NAMES + (
     "slots", "default_cap", "heartbeat_seconds", "lease_ttl_seconds", "defer_seconds",
     "sweep_seconds", "host_id", "engine", "pdftoolbox", "pdftoolbox_args",
@@ -297,189 +243,15 @@ def run(settings: Settings, max_jobs, exit_when_idle) -> None:
     sys.exit(code)
 
 
-@main.command()
-@click.option("--tenant", help="Only this tenant's jobs.")
-@click.option("--status", "statuses", multiple=True,
-              type=click.Choice(["queued", "running", "retrying", "succeeded", "failed", "dead"]),
-              help="Only jobs in this state (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of job records.")
-@settings_options(*AWS_NAMES, "default_cap")
-@handle_errors
-def jobs(settings: Settings, tenant, statuses, as_json) -> None:
-    """List job records: status, attempts, wait, and why a job waits or failed."""
-    import attrs
-
-    from imposer.wiring import connect
-
-    records = connect(settings).jobs.list(tenant, statuses or None)
-    if as_json:
-        out = []
-        for r in records:
-            item = attrs.asdict(r)
-            item["status"] = r.status.value
-            item.pop("epoch", None)
-            out.append(item)
-        click.echo(json.dumps(out, indent=2, default=str))
-        return
-    if not records:
-        click.echo("no jobs")
-        return
-    click.echo(f"{'JOB':34} {'TENANT':14} {'STATUS':10} {'TRIES':>5} {'WAIT':>7}  REASON")
-    for r in records:
-        wait = f"{r.queue_wait:.1f}s" if r.queue_wait is not None else "-"
-        why = r.wait_reason or r.error or ""
-        click.echo(f"{r.job_id:34} {r.tenant_id:14} {r.status.value:10} {r.attempts:>5} "
-                   f"{wait:>7}  {why}")
 
 
-@main.command()
-@click.option("--tenant", required=True, help="Tenant id (also the MessageGroupId).")
-@click.option("--pdf", "pdf", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="Artwork PDF to impose.")
-@click.option("--layout", required=True, help="Layout: a JSON file or a preset name.")
-@click.option("--token", help="Idempotency token (default: the new job id).")
-@click.option("--webhook", help="URL to POST the signed completion event to.")
-@click.option("--redis-url", envvar="IMPOSER_REDIS_URL",
-              help="Redis for admission control [env IMPOSER_REDIS_URL]; none: no checks.")
-@settings_options("region", "queue_name", "bucket")
-def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url) -> None:
-    """Upload a PDF under the tenant's prefix and publish one job (layer 1 + layer 3)."""
-    from imposer.client import AdmissionError, SubmitError, submit as client_submit
-
-    admission = None
-    if redis_url:
-        from imposer.client import Admission
-
-        admission = Admission.from_url(redis_url)
-    try:
-        request = client_submit(tenant, pdf, layout, token=token, webhook=webhook,
-                                admission=admission, bucket=settings.bucket,
-                                queue=settings.queue_name, region=settings.region)
-    except AdmissionError as exc:
-        fail(str(exc), exc.exit_code)
-    except SubmitError as exc:
-        fail(str(exc), getattr(exc, "exit_code", EXIT_BACKEND))
-    except (ValueError, FileNotFoundError) as exc:
-        fail(str(exc), 2)
-    click.echo(f"submitted job {request.job_id} for {tenant} (token {request.token})")
-    click.echo(f"plate will be written to {request.output}")
-
-
-def _duration(ctx, param, value):
-    from imposer.report_cli import parse_duration
-
-    if value is None:
-        return None
-    try:
-        return parse_duration(value)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-@main.command()
-@click.option("--since", callback=_duration, metavar="DURATION",
-              help="Only jobs active in the last DURATION (30m, 6h, 7d, 4w); default: all.")
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-@settings_options(*AWS_NAMES, "slots", "default_cap")
-@handle_errors
-def stats(settings: Settings, since, as_json) -> None:
-    """Per tenant running/waiting/deferred and p50/p95 wait; stranded capacity vs shortage.
-
-    Stranded capacity (a slot idle while a tenant at its cap had work
-    waiting) says raise caps or allow borrowing; shortage (all slots busy
-    while a tenant below its cap waited) says buy a licence. Read from
-    imposer's own job records, not SQS's age metric.
-    """
-    from imposer.report_cli import run_stats
-
-    run_stats(settings, since, as_json, click.echo)
-
-
-@main.command()
-@click.option("--window", callback=_duration, default="28d", show_default=True,
-              metavar="DURATION", help="How far back to look.")
-@click.option("--util-threshold", type=float, default=0.8, show_default=True,
-              help="A working day is busy above this slot utilisation.")
-@click.option("--day-share", type=float, default=0.5, show_default=True,
-              help="Utilisation condition: busy on more than this share of working days.")
-@click.option("--wait-threshold", type=float, default=180, show_default=True,
-              help="A job is slow when it waited longer than this many seconds.")
-@click.option("--slow-share", type=float, default=0.2, show_default=True,
-              help="Wait condition: more than this share of jobs slow.")
-@click.option("--chart", "chart_path", type=click.Path(dir_okay=False),
-              help="Also draw daily utilisation and slow-job share to this PNG "
-                   "(needs the chart extra).")
-@click.option("--json", "as_json", is_flag=True)
-@settings_options(*AWS_NAMES, "slots", "default_cap")
-@handle_errors
-def capacity(settings: Settings, window, util_threshold, day_share, wait_threshold, slow_share,
-             chart_path, as_json) -> None:
-    """Is a second licence warranted? The seed's rule, both conditions at once.
-
-    At capacity only when slot utilisation is above 80% on more than half of
-    working days AND queue wait is above 3 minutes for more than 20% of jobs;
-    one condition alone is reported as a likely transient burst.
-    """
-    from imposer.capacity import Thresholds
-    from imposer.report_cli import run_capacity
-
-    thresholds = Thresholds(util=util_threshold, day_share=day_share,
-                            wait_seconds=wait_threshold, slow_share=slow_share)
-    run_capacity(settings, window, thresholds, as_json, chart_path, click.echo)
-
-
-@main.command()
-@click.option("--fast", is_flag=True, help="Same flow with short pacing (well under a minute).")
-@click.option("--out", type=click.Path(file_okay=False), default="imposer-demo",
-              show_default=True, help="Where the artwork, plates and worker log go.")
-def demo(fast: bool, out: str) -> None:
-    """Watch fairness happen: a noisy burst and three quiet tenants, no AWS needed.
-
-    Starts an embedded AWS stack, submits 60 jobs from one tenant and a few
-    from three others a moment later, runs 8 slots with the open engine and
-    shows who holds which slots. Uses Redis for admission control when a
-    redis-server is installed (or IMPOSER_REDIS_URL is set).
-    """
-    from pathlib import Path
-
-    from imposer.demo import run_demo
-
-    sys.exit(run_demo(fast, Path(out), click.echo))
-
-
-@main.command()
-@click.argument("job_id")
-@click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
-@settings_options(*AWS_NAMES, "slots", "default_cap", "defer_seconds", "retry_seconds")
-@handle_errors
-def why(settings: Settings, job_id: str, as_json: bool) -> None:
-    """Say what JOB_ID is doing, why it waits, and when it should start."""
-    from imposer.why import explain
-    from imposer.wiring import connect
-
-    b = connect(settings)
-    caps = {c.tenant_id: c.cap for c in b.tenants.list() if c.cap is not None}
-    answer = explain(job_id, b.jobs.get(job_id), b.leases.leases(), caps, settings.default_cap,
-                     b.jobs.list(), settings.slots, settings, time.time())
-    if as_json:
-        click.echo(json.dumps(answer.to_dict(), indent=2))
-        return
-    click.echo(f"{job_id}: {answer.code}")
-    click.echo(f"  {answer.reason}")
-    if answer.predicted_start and answer.code not in ("running", "succeeded"):
-        when = time.strftime("%H:%M:%S", time.localtime(answer.predicted_start))
-        span = ""
-        if answer.earliest and answer.latest:
-            span = (f" (between {time.strftime('%H:%M:%S', time.localtime(answer.earliest))}"
-                    f" and {time.strftime('%H:%M:%S', time.localtime(answer.latest))})")
-        click.echo(f"  predicted start {when}{span}; confidence: {answer.confidence}")
-
-
-def _register_engine_commands() -> None:
+def _register() -> None:
+    from imposer import cli_tools, cli_views
     from imposer.engine.cli import impose_command, layouts_command
 
-    main.add_command(layouts_command)
-    main.add_command(impose_command)
+    for command in (cli_views.jobs, cli_views.why, cli_views.stats, cli_views.capacity,
+                    cli_tools.submit, cli_tools.demo, layouts_command, impose_command):
+        main.add_command(command)
 
 
-_register_engine_commands()
+_register()

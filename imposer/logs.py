@@ -44,3 +44,27 @@ def setup(level: str = "INFO", stream: Any = None) -> None:
     root.propagate = False
     for noisy in ("botocore", "boto3", "urllib3", "werkzeug"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+class guard:
+    """Log a failure to handle one job and carry on.
+
+    The lease expires, the sweep reclaims it and the message returns, so a
+    bug in handling one message never crashes the parent or loses the job.
+    """
+
+    def __init__(self, request=None) -> None:
+        self.request = request
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if kind is None or not issubclass(kind, Exception):
+            return False
+        req = self.request
+        tenant, job = (req.tenant_id, req.job_id) if req else (None, None)
+        logging.getLogger("imposer.supervisor").error(
+            "error while handling job %s; leaving it to the sweep", job,
+            exc_info=(kind, exc, tb), extra=extra("handler_error", tenant, job))
+        return True

@@ -16,10 +16,10 @@ from imposer import sweep as sweeping
 from imposer.borrowing import BorrowPolicy
 from imposer.completion import Completer
 from imposer.contention import ContentionMeter
-from imposer.dispatch import Dispatcher, guard
+from imposer.dispatch import Dispatcher
 from imposer.errors import BackendError, LeaseLost
 from imposer.heartbeat import Heartbeat
-from imposer.logs import extra
+from imposer.logs import extra, guard
 from imposer.models import Fate, JobStatus, Outcome
 from imposer.pool import Pool
 from imposer.running import RunningTable
