@@ -155,34 +155,31 @@ class Demo:
 
         for n in range(self.plan.noisy_jobs):
             send(NOISY, booklet, "a5-booklet-a4", token=f"reprint-{n}")
-        self.echo(f"{NOISY} burst: {self.plan.noisy_jobs} jobs submitted; quiet tenants follow "
-                  f"in {self.plan.quiet_after:g}s; each job is paced to {self.plan.pace:g}s")
+        self.echo(f"{NOISY} burst: {self.plan.noisy_jobs} jobs queued; the worker starts 8 slots "
+                  f"(cap 4 per tenant); quiet tenants follow {self.plan.quiet_after:g}s after it "
+                  f"is up; each job is paced to {self.plan.pace:g}s")
+
+        # The worker may only stop once the quiet tenants have sent their jobs.
+        supervisor = Supervisor(backends, exit_when_idle=False, notifier=_notifier(backends))
 
         def quiet() -> None:
+            supervisor.booted.wait(120)
             time.sleep(self.plan.quiet_after)
             for tenant in QUIET:
                 for _ in range(self.plan.quiet_jobs):
                     send(tenant, flyer, "a5-4up-sra3")
             if admission is not None:  # a webhook-retry loop re-sends a job: refused
                 send(NOISY, booklet, "a5-booklet-a4", token="reprint-0")
+            supervisor.exit_when_idle = True
 
         threading.Thread(target=quiet, daemon=True).start()
         view = LiveView(backends, self.echo, self.plan.tick, self.submitted)
         view.start()
-        supervisor = Supervisor(backends, exit_when_idle=True, notifier=_notifier(backends))
         began = time.monotonic()
-        code = self._serve(supervisor)
+        code = supervisor.run()
         view.stop()
         took = time.monotonic() - began
         return code or self._report(settings, backends, receiver, took)
-
-    def _serve(self, supervisor: Supervisor) -> int:
-        # The quiet tenants must have submitted before "idle" can end the run.
-        deadline = time.monotonic() + self.plan.quiet_after + 30
-        while sum(len(v) for k, v in self.submitted.items() if k in QUIET) < \
-                len(QUIET) * self.plan.quiet_jobs and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return supervisor.run()
 
     def _report(self, settings, backends, receiver, took: float) -> int:
         records = backends.jobs.list()

@@ -47,6 +47,8 @@ class Supervisor:
         self.exit_when_idle = exit_when_idle
         self.drain = threading.Event()
         self.fast = threading.Event()
+        #: Set once the pool and the threads are up.
+        self.booted = threading.Event()
         self.exit_code = EXIT_OK
         self._drain_deadline: float | None = None
         self._empty_poll = False
@@ -104,6 +106,7 @@ class Supervisor:
             threads.append(self.borrow_view)
         for thread in threads:
             thread.start()
+        self.booted.set()
 
     # -- signals -------------------------------------------------------------
     def install_signals(self) -> None:

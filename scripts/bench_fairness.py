@@ -285,7 +285,7 @@ def borrowed_bound_ok(jobs, rows) -> tuple[bool, float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--median", type=float, default=1.5, help="median run time, seconds")
+    parser.add_argument("--median", type=float, default=2.0, help="median run time, seconds")
     parser.add_argument("--noisy", type=int, default=100)
     parser.add_argument("--quiet", type=int, default=5)
     parser.add_argument("--quiet-at", type=float, default=3.0)
