@@ -14,14 +14,8 @@ import pytest
 
 from imposer.client import verify_webhook
 from imposer.models import JobStatus
-from imposer.webhooks import (
-    EVENT_FIELDS,
-    Notifier,
-    WebhookRefused,
-    build_event,
-    check_url,
-    host_allowed,
-)
+from imposer.urlguard import WebhookRefused, check_url, host_allowed
+from imposer.webhooks import EVENT_FIELDS, Notifier, build_event
 
 SECRET = "tenant-secret"
 EVENT = build_event(job_id="job-1", tenant_id="acme", token="order-42", status=JobStatus.SUCCEEDED,
