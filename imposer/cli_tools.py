@@ -39,6 +39,10 @@ def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url) -
         fail(str(exc), getattr(exc, "exit_code", EXIT_BACKEND))
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc), 2)
+    except Exception as exc:
+        if type(exc).__module__.startswith("redis"):  # admission store unreachable
+            fail(f"cannot use Redis at {redis_url} for admission control: {exc}", EXIT_BACKEND)
+        raise
     click.echo(f"submitted job {request.job_id} for {tenant} (token {request.token})")
     click.echo(f"plate will be written to {request.output}")
 

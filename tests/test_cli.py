@@ -120,6 +120,19 @@ class TestSubmitCommand:
                                   MaxNumberOfMessages=10)["Messages"]
         assert len(got) == 1 and got[0]["Attributes"]["MessageGroupId"] == "acme"
 
+    def test_unreachable_redis_is_one_clear_line(self, settings, tmp_path):
+        """With admission configured but Redis down, submit says so and exits 4, publishing nothing."""
+        from imposer.samples import numbered_pdf
+
+        env = env_for(settings)
+        env["IMPOSER_REDIS_URL"] = "redis://127.0.0.1:9/0"
+        pdf = numbered_pdf(tmp_path / "a.pdf", 1)
+        got = imposer(env, "submit", "--tenant", "acme", "--pdf", str(pdf), "--layout",
+                      "a5-4up-sra3")
+        assert got.returncode == 4
+        assert got.stderr.strip().splitlines()[-1].startswith(
+            "imposer: error: cannot use Redis at redis://127.0.0.1:9/0")
+
     def test_jobs_lists_records(self, settings, backends):
         """`imposer jobs --json` lists records with their status and reason."""
         lease = backends.leases.acquire(request(), "h", 0).lease
