@@ -203,7 +203,7 @@ class Demo:
             for r in done:
                 target = plates / tenant / f"{r.job_id}.pdf"
                 target.parent.mkdir(parents=True, exist_ok=True)
-                storage.client.download_file(*_split(S3Uri.parse(r.output)), str(target))
+                storage.download(S3Uri.parse(r.output), target)
         self.echo("")
         self.echo(f"finished in {took:.0f}s; plate files in {plates}/<tenant>/ "
                   f"(press-ready PDFs with TrimBox/BleedBox); worker log: {self.out}/worker.log")
@@ -221,10 +221,6 @@ def _notifier(backends):
     from imposer.webhooks import Notifier
 
     return JobNotifier(backends, Notifier(None, allow_http_loopback=True, base_delay=0.2))
-
-
-def _split(uri):
-    return uri.bucket, uri.key
 
 
 def _s(value) -> str:
