@@ -70,20 +70,26 @@ class TransactionCancelled(BackendError):
         self.reasons = reasons
 
 
+def _expressions(condition: str | None = None, values: dict[str, Any] | None = None,
+                 names: dict[str, str] | None = None, **more: str | None) -> dict[str, Any]:
+    """Return the expression arguments that are set, in boto3's spelling."""
+    out: dict[str, Any] = {key: text for key, text in more.items() if text}
+    if condition:
+        out["ConditionExpression"] = condition
+    if values:
+        out["ExpressionAttributeValues"] = serialize(values)
+    if names:
+        out["ExpressionAttributeNames"] = names
+    return out
+
+
 def op(kind: str, table: str, key_or_item: dict[str, Any], condition: str | None = None,
        update: str | None = None, values: dict[str, Any] | None = None,
        names: dict[str, str] | None = None, return_old: bool = False) -> dict[str, Any]:
     """Build one TransactWriteItems entry from plain values."""
-    body: dict[str, Any] = {"TableName": table}
-    body["Item" if kind == "Put" else "Key"] = serialize(key_or_item)
-    if update:
-        body["UpdateExpression"] = update
-    if condition:
-        body["ConditionExpression"] = condition
-    if values:
-        body["ExpressionAttributeValues"] = serialize(values)
-    if names:
-        body["ExpressionAttributeNames"] = names
+    body: dict[str, Any] = {"TableName": table,
+                            "Item" if kind == "Put" else "Key": serialize(key_or_item),
+                            **_expressions(condition, values, names, UpdateExpression=update)}
     if return_old:
         body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
     return {kind: body}
@@ -104,27 +110,16 @@ class Dynamo:
     def put(self, table: str, item: dict[str, Any], condition: str | None = None,
             values: dict[str, Any] | None = None, names: dict[str, str] | None = None) -> bool:
         """Put an item; return False when *condition* did not hold."""
-        kwargs: dict[str, Any] = {"TableName": table, "Item": serialize(item)}
-        if condition:
-            kwargs["ConditionExpression"] = condition
-        if values:
-            kwargs["ExpressionAttributeValues"] = serialize(values)
-        if names:
-            kwargs["ExpressionAttributeNames"] = names
+        kwargs = {"TableName": table, "Item": serialize(item),
+                  **_expressions(condition, values, names)}
         return self._conditional(f"write {table}", self.client.put_item, kwargs)
 
     def update(self, table: str, key: dict[str, Any], update: str,
                values: dict[str, Any] | None = None, names: dict[str, str] | None = None,
                condition: str | None = None) -> bool:
         """Update an item; return False when *condition* did not hold."""
-        kwargs: dict[str, Any] = {"TableName": table, "Key": serialize(key),
-                                  "UpdateExpression": update}
-        if condition:
-            kwargs["ConditionExpression"] = condition
-        if values:
-            kwargs["ExpressionAttributeValues"] = serialize(values)
-        if names:
-            kwargs["ExpressionAttributeNames"] = names
+        kwargs = {"TableName": table, "Key": serialize(key),
+                  **_expressions(condition, values, names, UpdateExpression=update)}
         return self._conditional(f"update {table}", self.client.update_item, kwargs)
 
     def _conditional(self, what: str, call, kwargs: dict[str, Any]) -> bool:
@@ -160,13 +155,8 @@ class Dynamo:
              values: dict[str, Any] | None = None,
              names: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
         """Yield every item of *table* (strongly consistent) matching *filter*."""
-        kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
-        if filter:
-            kwargs["FilterExpression"] = filter
-        if values:
-            kwargs["ExpressionAttributeValues"] = serialize(values)
-        if names:
-            kwargs["ExpressionAttributeNames"] = names
+        kwargs = {"TableName": table, "ConsistentRead": True,
+                  **_expressions(None, values, names, FilterExpression=filter)}
         while True:
             with backend.translated(f"scan {table}"):
                 resp = self.client.scan(**kwargs)

@@ -1,53 +1,19 @@
-"""Values that cross a process, thread or table boundary.
+"""Records that cross a table or process boundary: tenants, leases, jobs, outcomes.
 
-Every class is frozen; ``to_item``/``from_item`` map it to a DynamoDB item in
-the plain (deserialized) form that boto3's TypeSerializer accepts, and
-``to_body``/``from_body`` map a job request to an SQS message body.
+``to_item``/``from_item`` map each to a DynamoDB item in plain Python (ints
+and floats); the DynamoDB adapter converts numbers to and from Decimal.
 """
 
 from __future__ import annotations
 
 import enum
-import json
-import re
-import uuid
-from decimal import Decimal
 from typing import Any
 
 import attrs
 
-from imposer.errors import InvalidMessage
-
-#: Every S3 key of a tenant's job sits under this prefix (``{tenant}`` filled in).
-TENANT_PREFIX = "tenants/{tenant}/"
-
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-def valid_id(value: Any) -> bool:
-    """Say whether *value* is usable as a tenant or job id (and inside an S3 key)."""
-    return isinstance(value, str) and bool(_ID_RE.match(value))
-
-
-def new_job_id() -> str:
-    return uuid.uuid4().hex
-
-
-def _num(value: Any) -> Any:
-    """Turn DynamoDB's Decimal back into int or float."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    return value
-
-
-def _dec(value: Any) -> Any:
-    if isinstance(value, float):
-        return Decimal(repr(value))
-    return value
-
 
 def _drop_none(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: _dec(v) for k, v in item.items() if v is not None and v != ""}
+    return {k: v for k, v in item.items() if v is not None and v != ""}
 
 
 class JobStatus(str, enum.Enum):
@@ -66,109 +32,6 @@ class JobStatus(str, enum.Enum):
 
 
 FINAL_STATUSES = tuple(s.value for s in JobStatus if s.final)
-
-
-@attrs.frozen(kw_only=True)
-class S3Uri:
-    """An ``s3://bucket/key`` address."""
-
-    bucket: str
-    key: str
-
-    @classmethod
-    def parse(cls, uri: Any) -> "S3Uri":
-        if not isinstance(uri, str) or not uri.startswith("s3://"):
-            raise InvalidMessage(f"not an s3:// URI: {uri!r}")
-        bucket, _, key = uri[5:].partition("/")
-        if not bucket or not key or ".." in key.split("/"):
-            raise InvalidMessage(f"malformed S3 URI: {uri!r}")
-        return cls(bucket=bucket, key=key)
-
-    def __str__(self) -> str:
-        return f"s3://{self.bucket}/{self.key}"
-
-
-@attrs.frozen(kw_only=True)
-class JobRequest:
-    """What a tenant asks for: the body of one SQS message."""
-
-    #: Unique id of the job; the key of its record and lease.
-    job_id: str
-    #: Canonical tenant id; also the message's MessageGroupId.
-    tenant_id: str
-    #: Tenant-chosen idempotency token (defaults to the job id).
-    token: str
-    #: s3:// URI of the artwork PDF.
-    input: str
-    #: s3:// URI of the layout spec, or the spec itself (a dict).
-    layout: Any
-    #: s3:// URI the plate file is written to.
-    output: str
-    #: Optional URL to POST the completion event to.
-    webhook: str | None = None
-    #: Wall-clock epoch seconds of the first submission (survives re-publishing).
-    submitted_at: float | None = None
-
-    VERSION = 1
-
-    @classmethod
-    def from_body(cls, body: str) -> "JobRequest":
-        """Parse and validate a message body; raise InvalidMessage saying why."""
-        try:
-            data = json.loads(body)
-        except (TypeError, ValueError) as exc:
-            raise InvalidMessage(f"body is not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise InvalidMessage("body is not a JSON object")
-        version = data.get("version", cls.VERSION)
-        if version != cls.VERSION:
-            raise InvalidMessage(f"unsupported message version {version!r}")
-        for field in ("job_id", "tenant_id"):
-            if not valid_id(data.get(field)):
-                raise InvalidMessage(f"{field} missing or invalid: {data.get(field)!r}")
-        for field in ("input", "output"):
-            if not isinstance(data.get(field), str):
-                raise InvalidMessage(f"{field} missing: want an s3:// URI")
-        layout = data.get("layout")
-        if not isinstance(layout, (str, dict)):
-            raise InvalidMessage("layout missing: want an s3:// URI or an inline spec")
-        webhook = data.get("webhook")
-        if webhook is not None and not isinstance(webhook, str):
-            raise InvalidMessage("webhook must be a URL string")
-        submitted = data.get("submitted_at")
-        if submitted is not None and not isinstance(submitted, (int, float)):
-            raise InvalidMessage("submitted_at must be epoch seconds")
-        token = data.get("token") or data["job_id"]
-        if not isinstance(token, str) or len(token) > 256:
-            raise InvalidMessage("token must be a string of at most 256 characters")
-        return cls(
-            job_id=data["job_id"],
-            tenant_id=data["tenant_id"],
-            token=token,
-            input=data["input"],
-            layout=layout,
-            output=data["output"],
-            webhook=webhook,
-            submitted_at=submitted,
-        )
-
-    def to_body(self) -> str:
-        data = attrs.asdict(self)
-        data["version"] = self.VERSION
-        return json.dumps({k: v for k, v in data.items() if v is not None}, sort_keys=True)
-
-    def check_prefix(self, bucket: str) -> None:
-        """Refuse any S3 address outside the tenant's prefix of the artwork bucket."""
-        prefix = TENANT_PREFIX.format(tenant=self.tenant_id)
-        uris = [("input", self.input), ("output", self.output)]
-        if isinstance(self.layout, str):
-            uris.append(("layout", self.layout))
-        for field, raw in uris:
-            uri = S3Uri.parse(raw)
-            if uri.bucket != bucket:
-                raise InvalidMessage(f"{field} is in bucket {uri.bucket!r}, not {bucket!r}")
-            if not uri.key.startswith(prefix):
-                raise InvalidMessage(f"{field} key {uri.key!r} is outside {prefix!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -197,7 +60,7 @@ class TenantConfig:
     def from_item(cls, item: dict[str, Any]) -> "TenantConfig":
         return cls(
             tenant_id=item["tenant_id"],
-            cap=_num(item.get("cap")),
+            cap=item.get("cap"),
             webhook_secret=item.get("webhook_secret"),
             webhook_hosts=tuple(item.get("webhook_hosts") or ()),
         )
@@ -236,10 +99,10 @@ class Lease:
             tenant_id=item["tenant_id"],
             job_id=item["job_id"],
             host=item["host"],
-            slot=_num(item["slot"]),
+            slot=item["slot"],
             epoch=item["epoch"],
-            acquired_at=_num(item["acquired_at"]),
-            expires_at=_num(item["expires_at"]),
+            acquired_at=item["acquired_at"],
+            expires_at=item["expires_at"],
             borrowed=bool(item.get("borrowed", False)),
             receipt=item.get("receipt"),
         )
@@ -303,7 +166,7 @@ class JobRecord:
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> "JobRecord":
         names = {a.name for a in attrs.fields(cls)}
-        values = {k: _num(v) for k, v in item.items() if k in names}
+        values = {k: v for k, v in item.items() if k in names}
         values["status"] = JobStatus(values["status"])
         return cls(**values)
 
