@@ -21,7 +21,6 @@ from imposer.errors import (
     LayoutError,
     LicenceUnavailable,
     PermanentJobError,
-    TransientJobError,
 )
 from imposer.logs import extra
 from imposer.models import Fate, JobRequest, Outcome, S3Uri
@@ -79,9 +78,7 @@ class TaskRunner:
             fate = Fate.REQUEUE
         elif isinstance(exc, PermanentJobError):
             fate = Fate.FAILED
-        elif isinstance(exc, TransientJobError):
-            fate = Fate.RETRY
-        else:
+        else:  # transient: retried, counted toward dead-lettering
             fate = Fate.RETRY
         logger.warning("job %s failed (%s): %s", req.job_id, exc.kind, exc,
                        extra=extra("task_failed", req.tenant_id, req.job_id,
