@@ -1,12 +1,47 @@
 """imposer: a fair multi-tenant PDF imposition worker.
 
-A job flows: SQS message (``queue``) -> ``dispatch`` (parse, prefix check)
--> lease transaction (``leases``) -> pool slot (``pool``) -> child task
-(``task``: ``storage`` -> ``engine`` or ``toolbox`` -> ``storage``) ->
-``completion`` (release transaction, then the message is deleted, retried or
-dead-lettered, and the webhook sent by ``notify``).
-The parent loop that drives it is ``supervisor``, with its ``heartbeat`` and
-``sweep`` threads; ``cli`` starts it. The tenant side is ``client``.
+How a job flows, package by package::
+
+    client     a tenant's app: admission (Redis), upload, SQS message with MessageGroupId
+    worker     the parent of `imposer run`: receive (aws.sqs) -> dispatch -> lease
+               transaction (state.leases) -> pool slot -> completion (release
+               transaction, then messages decides delete / retry / dead-letter)
+    child      inside a pool process: download (aws.s3) -> engine (open engine or
+               engine.pdftoolbox) -> upload -> Outcome back over the pipe
+    webhooks   the signed completion event, delivered beside the parent loop
+    reports    stats, the licence rule (capacity), why a job waits
+    cli        the `imposer` command; dev holds the demo and sample artwork
+
+Under them: ``state`` (leases, jobs, tenants tables) over ``aws`` (the only
+home of boto3), ``models`` (values that cross a process, thread or table
+boundary, shared with the client) and the core modules ``errors``,
+``settings``, ``clock``, ``logs`` and ``metrics``.
+
+Imports flow one way; ``ALLOWED_IMPORTS`` below is the rule and
+``tests/test_architecture.py`` pins it. A pool child reaches S3 only: it may
+import ``aws.s3`` and ``aws.session`` but never ``aws.sqs``, ``aws.dynamodb``
+or ``state``.
 """
 
 __version__ = "0.1.0"
+
+#: Modules at the root of the package that everything may import.
+CORE = ("errors", "settings", "clock", "logs", "metrics")
+
+#: Package -> what it may import besides itself: other packages, ``aws.*`` modules, or
+#: "core" for the modules above. ``*`` means anything. The client shares only models.
+ALLOWED_IMPORTS = {
+    "core": ("core",),
+    "models": ("core",),
+    "aws": ("core", "models"),
+    "state": ("core", "models", "aws"),
+    "engine": ("core", "models"),
+    "child": ("core", "models", "engine", "aws.s3", "aws.session"),
+    "webhooks": ("core", "models"),
+    "reports": ("core", "models", "state"),
+    "worker": ("core", "models", "aws", "state", "child", "webhooks"),
+    "client": ("models",),
+    "dev": ("core", "models", "aws", "state", "engine", "worker", "webhooks", "reports",
+            "client"),
+    "cli": ("*",),
+}

@@ -64,7 +64,7 @@ class guard:
             return False
         req = self.request
         tenant, job = (req.tenant_id, req.job_id) if req else (None, None)
-        logging.getLogger("imposer.supervisor").error(
+        logging.getLogger("imposer.worker.supervisor").error(
             "error while handling job %s; leaving it to the sweep", job,
             exc_info=(kind, exc, tb), extra=extra("handler_error", tenant, job))
         return True

@@ -112,11 +112,11 @@ class Stack:
 
 def run_policy(stack: Stack, jobs, policy: str, workdir: Path, predict: bool = False) -> dict:
     """Run *jobs* through a real worker under *policy*; return per-job facts and counters."""
+    from imposer.aws.provision import provision
     from imposer.client import submit
-    from imposer.provision import provision
-    from imposer.samples import numbered_pdf
+    from imposer.dev.samples import numbered_pdf
     from imposer.settings import Settings
-    from imposer.wiring import connect
+    from imposer.worker.wiring import connect
 
     tag = uuid.uuid4().hex[:8]
     names = dict(queue_name=f"q-{tag}", dlq_name=f"q-{tag}-dlq", bucket=f"b-{tag}",
@@ -190,8 +190,8 @@ def run_policy(stack: Stack, jobs, policy: str, workdir: Path, predict: bool = F
 
 def _sample_predictions(settings, worker, out) -> None:
     """Every second, ask `why` about each waiting job; keep (job, asked at, predicted)."""
-    from imposer.why import explain
-    from imposer.wiring import connect
+    from imposer.reports.why import explain
+    from imposer.worker.wiring import connect
 
     b = connect(settings)
     caps = {}
@@ -209,7 +209,7 @@ def _sample_predictions(settings, worker, out) -> None:
 
 
 def pct(values, q):
-    from imposer.stats import percentile
+    from imposer.reports.stats import percentile
 
     return percentile(values, q) if values else float("nan")
 

@@ -11,10 +11,29 @@ import re
 from typing import Any
 
 from imposer.engine.layout import (
-    DUPLEX, MIXED_SIZES, PAGE_BOXES, TEMPLATE_NAMES, Grid, Gutter, Kind, Layout, Margins,
-    Marks, PdfToolbox, Sheet, template_fields)
+    DUPLEX,
+    MIXED_SIZES,
+    PAGE_BOXES,
+    TEMPLATE_NAMES,
+    Grid,
+    Gutter,
+    Kind,
+    Layout,
+    Margins,
+    Marks,
+    PdfToolbox,
+    Sheet,
+    template_fields,
+)
 from imposer.engine.units import (
-    SIZES, UNITS, LengthError, fmt, mm, parse_length, size_named)
+    SIZES,
+    UNITS,
+    LengthError,
+    fmt,
+    mm,
+    parse_length,
+    size_named,
+)
 from imposer.errors import LayoutError
 
 _MISSING = object()

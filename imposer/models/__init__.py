@@ -1,10 +1,12 @@
 """Values that cross a process, thread or table boundary.
 
 The tenant-side client shares this package, and only this, with the service.
-``request`` holds the SQS message body; ``records`` the table items and the
-pool's outcomes.
+``request`` holds the SQS message body; ``message`` a received SQS message;
+``records`` the table items and the pool's outcomes; ``task`` what the parent
+hands a pool child.
 """
 
+from imposer.models.message import Received
 from imposer.models.records import (
     FINAL_STATUSES,
     Fate,
@@ -16,10 +18,17 @@ from imposer.models.records import (
     counter_key,
     lease_key,
 )
-from imposer.models.request import TENANT_PREFIX, JobRequest, S3Uri, new_job_id, valid_id
+from imposer.models.request import (
+    TENANT_PREFIX,
+    JobRequest,
+    S3Uri,
+    new_job_id,
+    valid_id,
+)
+from imposer.models.task import TaskSpec
 
 __all__ = [
     "FINAL_STATUSES", "Fate", "JobRecord", "JobRequest", "JobStatus", "Lease", "Outcome",
-    "S3Uri", "TENANT_PREFIX", "TenantConfig", "counter_key", "lease_key", "new_job_id",
-    "valid_id",
+    "Received", "S3Uri", "TENANT_PREFIX", "TaskSpec", "TenantConfig", "counter_key",
+    "lease_key", "new_job_id", "valid_id",
 ]

@@ -1,0 +1,100 @@
+"""The embedded local AWS stack: moto's server with serializable DynamoDB.
+
+moto applies ``TransactWriteItems`` by deep-copying the tables it touches and
+restoring them on failure, without a lock: under concurrent clients the cap is
+broken and committed writes are lost. Real DynamoDB is serializable, so this
+stack runs every DynamoDB request under one lock, while SQS long polls and S3
+transfers stay concurrent.
+
+moto also returns a standard queue's messages strictly in send order, so a
+quiet tenant's job waits behind every deferred message of a noisy tenant's
+backlog. SQS fair queues (layer 1) deprioritise a noisy message group in
+favour of quieter ones; this stack approximates that by ordering visible
+messages by how many messages their group already has in flight (deferred
+messages are in flight too), keeping each group's own order.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
+logger = logging.getLogger(__name__)
+
+
+def _fair_messages(queue) -> list:
+    """Visible messages, the groups with fewest in flight first (a stable sort)."""
+    visible = [m for m in queue._messages if m.visible and not m.delayed]
+    if queue.fifo_queue:
+        return visible
+    in_flight = collections.Counter(m.group_id for m in queue._messages if not m.visible)
+    return sorted(visible, key=lambda m: in_flight[m.group_id] if m.group_id else 0)
+
+
+def use_fair_queues() -> None:
+    """Make moto's standard queues deliver like SQS fair queues (see the module doc)."""
+    from moto.sqs.models import Queue
+
+    Queue.messages = property(_fair_messages)
+
+
+class SerializeDynamoDB:
+    """WSGI middleware: hold one lock around every ``DynamoDB_*`` request."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+            with self.lock:
+                # Materialise the body inside the lock: the work happens lazily.
+                return list(self.app(environ, start_response))
+        return self.app(environ, start_response)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Drop werkzeug's line per request."""
+
+    def log_request(self, *args, **kwargs) -> None:
+        pass
+
+
+class LocalStack:
+    """Serve moto on 127.0.0.1:*port* (0 picks a free port) in a thread or the foreground."""
+
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", fair_queues: bool = True) -> None:
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            create_backend_app,
+        )
+
+        if fair_queues:
+            use_fair_queues()
+        app = SerializeDynamoDB(DomainDispatcherApplication(create_backend_app))
+        self.server: BaseWSGIServer = make_server(
+            host, port, app, threaded=True, request_handler=_QuietHandler)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> "LocalStack":
+        self._thread = threading.Thread(target=self.server.serve_forever, name="localstack",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.server.serve_forever()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        if self._thread:
+            self._thread.join(timeout=5)

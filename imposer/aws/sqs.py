@@ -1,0 +1,149 @@
+"""The SQS adapter: the only module that talks to SQS.
+
+Visibility is whole seconds in SQS; fractions (used by fast tests) round up.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import botocore.exceptions
+
+from imposer.aws import session
+from imposer.errors import BackendError
+from imposer.models.message import Received
+
+#: SQS's own ceiling for a message's visibility timeout (12 hours).
+MAX_VISIBILITY = 43200
+
+
+def seconds(value: float) -> int:
+    return max(0, min(MAX_VISIBILITY, int(math.ceil(value))))
+
+
+class JobQueue:
+    """The job queue and its dead-letter queue."""
+
+    def __init__(self, region: str, name: str, dlq_name: str, wait_timeout: float = 25) -> None:
+        self.client = session.client("sqs", region, read_timeout=max(30.0, wait_timeout + 10))
+        self.name = name
+        self.dlq_name = dlq_name
+        self._urls: dict[str, str] = {}
+
+    def url(self, name: str | None = None) -> str:
+        name = name or self.name
+        if name not in self._urls:
+            with session.translated(f"find queue {name}"):
+                self._urls[name] = self.client.get_queue_url(QueueName=name)["QueueUrl"]
+        return self._urls[name]
+
+    def receive(self, max_messages: int, wait: int, visibility: float) -> list[Received]:
+        """Long-poll for at most *max_messages* (1-10), invisible for *visibility* s."""
+        with session.translated(f"receive from {self.name}"):
+            resp = self.client.receive_message(
+                QueueUrl=self.url(), MaxNumberOfMessages=max(1, min(10, max_messages)),
+                WaitTimeSeconds=wait, VisibilityTimeout=seconds(visibility),
+                MessageSystemAttributeNames=["All"], MessageAttributeNames=["All"])
+        out = []
+        for m in resp.get("Messages", []):
+            attrs_ = m.get("Attributes", {})
+            out.append(Received(
+                message_id=m["MessageId"], receipt=m["ReceiptHandle"], body=m["Body"],
+                group_id=attrs_.get("MessageGroupId"),
+                sent_at=int(attrs_.get("SentTimestamp", "0")) / 1000.0,
+                receive_count=int(attrs_.get("ApproximateReceiveCount", "1")),
+                attributes={k: v.get("StringValue", "")
+                            for k, v in (m.get("MessageAttributes") or {}).items()},
+            ))
+        return out
+
+    def change_visibility(self, message: Received | str, delay: float) -> bool:
+        """Set when *message* (or a receipt handle) shows up again; False if no longer ours."""
+        receipt = message if isinstance(message, str) else message.receipt
+        try:
+            with session.translated(f"change visibility on {self.name}"):
+                self.client.change_message_visibility(
+                    QueueUrl=self.url(), ReceiptHandle=receipt,
+                    VisibilityTimeout=seconds(delay))
+        except BackendError as exc:
+            if "ReceiptHandleIsInvalid" in str(exc) or "MessageNotInflight" in str(exc) \
+                    or "InvalidParameterValue" in str(exc):
+                return False
+            raise
+        return True
+
+    def delete(self, message: Received) -> None:
+        with session.translated(f"delete from {self.name}"):
+            self.client.delete_message(QueueUrl=self.url(), ReceiptHandle=message.receipt)
+
+    def send(self, body: str, group_id: str, attributes: dict[str, str] | None = None,
+             queue: str | None = None) -> str:
+        """Publish *body* with MessageGroupId = *group_id* (the tenant: layer 1)."""
+        kwargs: dict[str, Any] = {"QueueUrl": self.url(queue), "MessageBody": body,
+                                  "MessageGroupId": group_id}
+        if attributes:
+            kwargs["MessageAttributes"] = {
+                k: {"DataType": "String", "StringValue": str(v)} for k, v in attributes.items()}
+        with session.translated(f"send to {queue or self.name}"):
+            return self.client.send_message(**kwargs)["MessageId"]
+
+    def dead_letter(self, message: Received, reason: str) -> None:
+        """Move *message* to the DLQ ourselves, with the reason, then delete it."""
+        attributes = dict(message.attributes)
+        attributes.update(imposer_error=reason[:1000],
+                          imposer_receive_count=str(message.receive_count))
+        self.send(message.body, message.group_id or "unknown", attributes, queue=self.dlq_name)
+        self.delete(message)
+
+    def republish(self, message: Received, body: str | None = None) -> str:
+        """Send a fresh copy of *message* (same job, same group), then retire the old one."""
+        attributes = dict(message.attributes)
+        attributes["imposer_republished_from"] = message.message_id
+        new_id = self.send(body or message.body, message.group_id or "unknown", attributes)
+        self.delete(message)
+        return new_id
+
+    def depth(self) -> dict[str, int]:
+        with session.translated(f"read attributes of {self.name}"):
+            attrs_ = self.client.get_queue_attributes(
+                QueueUrl=self.url(), AttributeNames=["All"])["Attributes"]
+        return {
+            "visible": int(attrs_.get("ApproximateNumberOfMessages", 0)),
+            "in_flight": int(attrs_.get("ApproximateNumberOfMessagesNotVisible", 0)),
+            "delayed": int(attrs_.get("ApproximateNumberOfMessagesDelayed", 0)),
+        }
+
+    def ensure(self, retention_seconds: float, max_receive_count: int,
+               visibility: float) -> dict[str, bool]:
+        """Create the DLQ and the job queue with its redrive policy; return what was made."""
+        made = {}
+        for name, extra_attrs in ((self.dlq_name, {}), (self.name, None)):
+            attributes = {"MessageRetentionPeriod": str(int(min(retention_seconds, 1209600))),
+                          "VisibilityTimeout": str(seconds(visibility))}
+            if extra_attrs is None:
+                dlq_arn = self._arn(self.dlq_name)
+                attributes["RedrivePolicy"] = json.dumps(
+                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)})
+            with session.translated(f"create queue {name}"):
+                try:
+                    existing = self.client.get_queue_url(QueueName=name)["QueueUrl"]
+                except botocore.exceptions.ClientError as exc:
+                    if "NonExistentQueue" not in session.error_code(exc) and \
+                            session.error_code(exc) != "QueueDoesNotExist":
+                        raise
+                    existing = None
+                if existing:
+                    self.client.set_queue_attributes(QueueUrl=existing, Attributes=attributes)
+                    made[name] = False
+                else:
+                    self._urls[name] = self.client.create_queue(
+                        QueueName=name, Attributes=attributes)["QueueUrl"]
+                    made[name] = True
+        return made
+
+    def _arn(self, name: str) -> str:
+        with session.translated(f"read arn of {name}"):
+            return self.client.get_queue_attributes(
+                QueueUrl=self.url(name), AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

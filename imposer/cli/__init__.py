@@ -1,0 +1,43 @@
+"""The `imposer` command: one module per command group.
+
+``worker`` holds what a host runs (``run``, ``sweep``, ``init``, ``local``),
+``operator`` the views and levers of an operator (``leases``, ``tenants``,
+``jobs``, ``why``, ``stats``, ``capacity``), ``tools`` what sits beside the
+worker (``submit``, ``demo``) and ``engine`` the open engine on its own
+(``layouts``, ``impose``). ``common`` has the shared options, errors and exit
+codes. Every setting is also an IMPOSER_* environment variable; an option
+given on the command line wins. AWS is reached through boto3, so
+AWS_ENDPOINT_URL points every command at `imposer local`.
+"""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="imposer")
+def main() -> None:
+    """imposer: fair multi-tenant PDF imposition over a licensed 8-slot pool.
+
+    A tenant's burst cannot starve the others: each tenant holds at most its
+    cap of slots (default 4 of 8), taken by one DynamoDB transaction per job;
+    at cap a message is deferred, never dropped.
+
+    \b
+    Try it without AWS:  imposer demo
+    Local AWS stack:     imposer local   (then export the AWS_ENDPOINT_URL it prints)
+    """
+
+
+def _register() -> None:
+    from imposer.cli import engine, operator, tools, worker
+
+    for command in (worker.run, worker.sweep, worker.init, worker.local,
+                    operator.leases, operator.tenants, operator.jobs, operator.why,
+                    operator.stats, operator.capacity, tools.submit, tools.demo,
+                    engine.layouts_command, engine.impose_command):
+        main.add_command(command)
+
+
+_register()

@@ -1,0 +1,129 @@
+"""Commands a worker host runs: `run`, `sweep`, `init` and the local stack `local`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from imposer import logs
+from imposer.cli.common import (
+    AWS_NAMES,
+    EXIT_CONFIG,
+    fail,
+    handle_errors,
+    settings_options,
+)
+from imposer.settings import Settings
+
+
+@click.command()
+@click.option("--port", type=int, default=4566, show_default=True,
+              help="Port on 127.0.0.1 (0 picks a free one).")
+@click.option("--strict-order", is_flag=True,
+              help="Deliver standard-queue messages strictly in send order (no fair-queue "
+                   "ordering by message group), to see what a queue without layer 1 does.")
+def local(port: int, strict_order: bool) -> None:
+    """Serve a local AWS stack (moto, with serializable DynamoDB) in the foreground.
+
+    Standard queues deliver like SQS fair queues: a message group with many
+    messages in flight (a noisy tenant's deferred backlog) yields to quieter
+    groups.
+    """
+    from imposer.aws.localstack import LocalStack
+
+    logs.setup()
+    try:
+        stack = LocalStack(port, fair_queues=not strict_order)
+    except OSError as exc:
+        fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}", EXIT_CONFIG)
+    click.echo(f"AWS_ENDPOINT_URL={stack.url}", nl=True)
+    click.echo("# also export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
+               "AWS_DEFAULT_REGION=us-east-1; Ctrl-C stops", err=True)
+    sys.stdout.flush()
+    try:
+        stack.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+@click.command()
+@settings_options(*AWS_NAMES, "lease_ttl_seconds", "retention_seconds", "max_receive_count")
+@handle_errors
+def init(settings: Settings) -> None:
+    """Create the job queue, its DLQ, the tables and the bucket (idempotent)."""
+    from imposer.aws.provision import provision
+
+    for kind, name, created in provision(settings):
+        click.echo(f"{kind:7} {name:32} {'created' if created else 'exists'}")
+
+
+@click.command()
+@click.option("--once", is_flag=True, help="Sweep once and exit (for cron); else loop.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@settings_options(*AWS_NAMES, "sweep_seconds", "default_cap", "lease_ttl_seconds", "host_id")
+@handle_errors
+def sweep(settings: Settings, once: bool, as_json: bool) -> None:
+    """Reclaim expired leases of crashed workers and repair counters."""
+    from imposer.worker.sweep import sweep as run_sweep
+    from imposer.worker.wiring import connect
+
+    backends = connect(settings)
+    while True:
+        report = run_sweep(backends.leases, backends.metrics, settings.host_id, backends.queue)
+        if as_json:
+            click.echo(json.dumps({"reclaimed": [l.job_id for l in report.reclaimed],
+                                   "repaired": report.repaired}))
+        else:
+            click.echo(f"reclaimed {len(report.reclaimed)} expired lease(s); "
+                       f"repaired {len(report.repaired)} counter(s)")
+        if once:
+            return
+        time.sleep(settings.sweep_seconds)
+
+
+RUN_NAMES = AWS_NAMES + (
+    "slots", "default_cap", "heartbeat_seconds", "lease_ttl_seconds", "defer_seconds",
+    "sweep_seconds", "host_id", "engine", "pdftoolbox", "pdftoolbox_args",
+    "job_timeout_seconds", "memory_limit_mb", "max_attempts", "retry_seconds", "poll_seconds",
+    "grace_seconds", "retention_seconds", "republish_margin_seconds", "republish_receive_count",
+    "borrow", "reserve_slots", "allow_http_loopback", "metrics_namespace", "log_level",
+    "pace_seconds",
+)
+
+
+@click.command()
+@click.option("--max-jobs", type=click.IntRange(min=1), default=None,
+              help="Stop taking jobs after this many were started, then drain and exit.")
+@click.option("--exit-when-idle", is_flag=True,
+              help="Exit once nothing runs here and the queue holds no message.")
+@settings_options(*RUN_NAMES)
+@handle_errors
+def run(settings: Settings, max_jobs, exit_when_idle) -> None:
+    """Run the worker: poll SQS, lease per tenant, impose in a fixed process pool.
+
+    SIGTERM or Ctrl-C drains (no new jobs; running ones finish within the
+    grace period while their leases are renewed); a second one stops fast
+    (children killed, leases released, messages returned to the queue).
+    """
+    from imposer.worker.notify import JobNotifier
+    from imposer.worker.supervisor import Supervisor
+    from imposer.worker.wiring import connect
+
+    backends = connect(settings)
+    for table in (settings.leases_table, settings.jobs_table, settings.tenants_table):
+        if not backends.dynamo.table_exists(table):
+            fail(f"table {table} does not exist (run `imposer init`)", EXIT_CONFIG)
+    backends.queue.url()
+    if settings.engine == "pdftoolbox":
+        import shutil
+
+        if shutil.which(settings.pdftoolbox) is None:
+            fail(f"pdfToolbox not found at {settings.pdftoolbox!r} (set --pdftoolbox or "
+                 "IMPOSER_PDFTOOLBOX, or use --engine open)", EXIT_CONFIG)
+    notifier = JobNotifier(backends)
+    code = Supervisor(backends, max_jobs=max_jobs, exit_when_idle=exit_when_idle,
+                      notifier=notifier).run()
+    sys.exit(code)

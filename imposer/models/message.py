@@ -1,0 +1,20 @@
+"""A received SQS message, as the parent's threads pass it between them."""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class Received:
+    """One received message with the system attributes the worker needs."""
+
+    message_id: str
+    receipt: str
+    body: str
+    #: MessageGroupId (the tenant id, layer 1), if the publisher set it.
+    group_id: str | None
+    #: SentTimestamp, wall-clock epoch seconds.
+    sent_at: float
+    receive_count: int
+    attributes: dict[str, str] = attrs.field(factory=dict)

@@ -1,0 +1,159 @@
+"""`imposer why JOB_ID`: what a job is doing, why it waits, and when it should start.
+
+The answer comes from imposer's own state: the job record, the live leases,
+the tenants' caps and the run times of finished jobs. A prediction simulates
+the slots that matter (the tenant's own when it is at its cap, all of them
+when the pool is full) freeing up, with the 25th, 50th and 75th percentile of
+past run times, so it comes with a range and the number of jobs it rests on.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+import attrs
+
+from imposer.models import JobRecord, JobStatus, Lease
+from imposer.reports.stats import percentile
+
+
+@attrs.frozen(kw_only=True)
+class Explanation:
+    """The state of one job in words, with a predicted start when it waits."""
+
+    job_id: str
+    #: not_received, running, at_cap, pool_full, licence, retrying, queued,
+    #: succeeded, failed or dead.
+    code: str
+    reason: str
+    tenant_id: str | None = None
+    #: Jobs holding the slots this job waits for: job_id, host, slot, running_for.
+    holders: tuple[dict, ...] = ()
+    #: Predicted start, wall-clock epoch seconds, and the range around it.
+    predicted_start: float | None = None
+    earliest: float | None = None
+    latest: float | None = None
+    #: How sure the prediction is, in words.
+    confidence: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = attrs.asdict(self)
+        data["holders"] = list(self.holders)
+        return data
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds // 60:.0f}m{seconds % 60:02.0f}s"
+    return f"{seconds / 3600:.1f}h"
+
+
+def predict(holders: list[Lease], ahead: int, history: list[float], now: float,
+            delay: float = 0.0) -> tuple[float, float, float] | None:
+    """Return (low, mid, high) start times for the job after *ahead* waiting jobs."""
+    if not history or not holders:
+        return None
+    starts = []
+    for q in (25, 50, 75):
+        d = percentile(history, q)
+        free = [now + max(d - (now - h.acquired_at), 0.0) for h in holders]
+        heapq.heapify(free)
+        for _ in range(ahead):
+            t = heapq.heappop(free)
+            heapq.heappush(free, t + d)
+        starts.append(heapq.heappop(free) + delay)
+    return starts[0], starts[1], starts[2]
+
+
+def explain(job_id: str, record: JobRecord | None, leases: list[Lease], caps: dict[str, int],
+            default_cap: int, records: list[JobRecord], slots_per_host: int, settings,
+            now: float) -> Explanation:
+    """Explain *job_id* from the record, the live leases and the job history."""
+    if record is None:
+        return Explanation(job_id=job_id, code="not_received", reason=(
+            "not yet received: no worker has picked this job up, so it is still in the queue "
+            "behind other work (or was never submitted)"))
+    tenant, status = record.tenant_id, record.status
+    base = dict(job_id=job_id, tenant_id=tenant)
+    if status == JobStatus.RUNNING:
+        lease = next((l for l in leases if l.job_id == job_id), None)
+        where = f"host {record.host} slot {record.slot}"
+        lent = " on a borrowed slot" if lease and lease.borrowed else ""
+        return Explanation(**base, code="running", predicted_start=record.started_at, reason=(
+            f"running on {where}{lent} for {_duration(now - (record.started_at or now))} "
+            f"(attempt {record.attempts})"))
+    if status == JobStatus.SUCCEEDED:
+        return Explanation(**base, code="succeeded", reason=(
+            f"succeeded after {record.attempts} attempt(s); plate at {record.output}"))
+    if status == JobStatus.FAILED:
+        return Explanation(**base, code="failed", reason=f"failed: {record.error}")
+    if status == JobStatus.DEAD:
+        return Explanation(**base, code="dead", reason=(
+            f"dead-lettered after {record.failures} failed attempt(s): {record.error}"))
+    history = [r.run_seconds for r in records if r.status == JobStatus.SUCCEEDED
+               and r.run_seconds and r.tenant_id == tenant] or \
+              [r.run_seconds for r in records if r.status == JobStatus.SUCCEEDED and r.run_seconds]
+    sure = (f"based on {len(history)} finished job(s)" if len(history) >= 5 else
+            f"low: only {len(history)} finished job(s) to go by")
+    last_end = (record.started_at or now) + (record.run_seconds or 0)
+    if status == JobStatus.RETRYING:
+        text = record.wait_reason or f"retrying after failure {record.failures}"
+        if text.startswith("licence"):
+            start = last_end + settings.defer_seconds
+            return Explanation(**base, code="licence", predicted_start=start, confidence=(
+                "depends on the licence server"), reason=(
+                f"licence unavailable (pdfToolbox exit 100), not the tenant's fault: {text}"))
+        delay = settings.retry_seconds * 2 ** max(0, record.failures - 1)
+        return Explanation(**base, code="retrying", predicted_start=last_end + delay,
+                           confidence="the retry delay is fixed", reason=text)
+    return _waiting(base, record, leases, caps, default_cap, records, slots_per_host,
+                    settings, now, history, sure)
+
+
+def _waiting(base, record, leases, caps, default_cap, records, slots_per_host, settings, now,
+             history, sure) -> Explanation:
+    tenant = record.tenant_id
+    cap = caps.get(tenant, default_cap)
+    own = [l for l in leases if l.tenant_id == tenant and not l.borrowed]
+    queued = [r for r in records if r.status in (JobStatus.QUEUED, JobStatus.RETRYING)
+              and r.job_id != record.job_id]
+
+    def ahead(pred) -> int:
+        mine = record.submitted_at or 0
+        return sum(1 for r in queued if pred(r) and (r.submitted_at or 0) < mine)
+
+    def holders_of(chosen: list[Lease]) -> tuple[dict, ...]:
+        return tuple({"job_id": l.job_id, "tenant_id": l.tenant_id, "host": l.host,
+                      "slot": l.slot, "borrowed": l.borrowed,
+                      "running_for": round(now - l.acquired_at, 1)} for l in chosen)
+
+    def answer(code, reason, chosen, n_ahead, delay):
+        guess = predict(chosen, n_ahead, history, now, delay)
+        if guess is None:
+            return Explanation(**base, code=code, reason=reason, holders=holders_of(chosen),
+                               confidence="no finished jobs yet to predict from")
+        low, mid, high = guess
+        return Explanation(**base, code=code, holders=holders_of(chosen), predicted_start=mid,
+                           earliest=low, latest=high, confidence=sure,
+                           reason=f"{reason}; likely to start in {_duration(mid - now)}")
+
+    if cap <= 0:
+        return Explanation(**base, code="at_cap", reason=f"tenant {tenant} is paused (cap 0)")
+    if len(own) >= cap:
+        names = ", ".join(f"{l.job_id} ({_duration(now - l.acquired_at)})" for l in own)
+        return answer("at_cap", f"at the tenant's cap: {tenant} holds {len(own)} of {cap} "
+                      f"slots: {names}", own, ahead(lambda r: r.tenant_id == tenant),
+                      settings.defer_seconds / 2)
+    hosts = {l.host for l in leases} or {None}
+    if len(leases) >= len(hosts) * slots_per_host:
+        return answer("pool_full", f"pool full: all {len(leases)} slots are busy", leases,
+                      ahead(lambda r: caps.get(r.tenant_id, default_cap) > 0), 0.0)
+    return Explanation(**base, code="queued", reason=(
+        record.wait_reason or "waiting to be delivered again") +
+        "; slots are free, so it should start when its message comes round again",
+        predicted_start=(record.last_seen_at or now) + settings.defer_seconds,
+        confidence="the deferral delay is fixed")

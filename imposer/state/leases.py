@@ -1,0 +1,269 @@
+"""The lease layer: the per-tenant cap, atomic across processes and hosts.
+
+The leases table holds two kinds of small, hot items: ``counter#<tenant>``
+(``inflight``, and ``ver`` bumped by every transaction that touches it) and
+``lease#<job>``. Every change of a tenant's leases changes its counter in the
+same TransactWriteItems, so ``inflight`` always equals the live leases; the
+``ver`` lets a repair prove nothing moved while it looked.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import uuid
+from typing import Any
+
+import attrs
+
+from imposer.aws.dynamodb import Dynamo, TransactionCancelled, op
+from imposer.aws.expressions import Update
+from imposer.clock import SystemClock
+from imposer.errors import BackendError, LeaseLost
+from imposer.logs import extra
+from imposer.models import (
+    FINAL_STATUSES,
+    JobRequest,
+    JobStatus,
+    Lease,
+    counter_key,
+    lease_key,
+)
+from imposer.state.tenants import TenantStore
+
+logger = logging.getLogger(__name__)
+
+
+class Verdict(str, enum.Enum):
+    """The result of an acquire attempt."""
+
+    ACQUIRED = "acquired"
+    #: The tenant holds its cap: defer the message.
+    AT_CAP = "at_cap"
+    #: The job runs under a live lease elsewhere: a duplicate delivery.
+    RUNNING = "running"
+    #: The job already reached a final state: a duplicate delivery.
+    DONE = "done"
+    #: An expired lease of a lost worker still sits on the job: reclaim it first.
+    STALE = "stale"
+
+
+@attrs.frozen(kw_only=True)
+class Acquisition:
+    verdict: Verdict
+    cap: int
+    #: Our new lease when ACQUIRED.
+    lease: Lease | None = None
+    #: The lease in the way when RUNNING or STALE.
+    holder: Lease | None = None
+    #: The job's final status when DONE.
+    status: str | None = None
+
+
+class LeaseStore:
+    """Acquire, renew, release and reclaim leases."""
+
+    def __init__(self, dynamo: Dynamo, leases_table: str, jobs_table: str,
+                 tenants: TenantStore, ttl: float, clock=None) -> None:
+        self.dynamo = dynamo
+        self.table = leases_table
+        self.jobs_table = jobs_table
+        self.tenants = tenants
+        self.ttl = ttl
+        self.clock = clock or SystemClock()
+
+    # -- acquire ---------------------------------------------------------
+    def acquire(self, request: JobRequest, host: str, slot: int,
+                sent_at: float | None = None, receipt: str | None = None,
+                borrow: bool = False) -> Acquisition:
+        """Take a slot for *request* in one transaction, or say why not.
+
+        With *borrow*, take it beyond the tenant's cap: allowed only while the
+        tenant is at its cap, and counted in ``borrowed`` so that ``inflight``
+        stays an exact count of the capped, non-borrowed leases.
+        """
+        tenant = request.tenant_id
+        cap = self.tenants.cap_for(tenant)
+        if cap <= 0:  # a paused tenant; the condition below cannot say so without a counter
+            return Acquisition(verdict=Verdict.AT_CAP, cap=cap)
+        now = self.clock.time()
+        submitted = request.submitted_at or sent_at or now
+        lease = Lease(tenant_id=tenant, job_id=request.job_id, host=host, slot=slot,
+                      epoch=uuid.uuid4().hex, acquired_at=now, expires_at=now + self.ttl,
+                      receipt=receipt, borrowed=borrow)
+        job = (Update()
+               .set(status=JobStatus.RUNNING.value, tenant_id=tenant, host=host, slot=slot,
+                    epoch=lease.epoch, started_at=now, lease_expires_at=lease.expires_at,
+                    token=request.token, output=request.output, webhook=request.webhook,
+                    queue_wait=max(0.0, now - submitted))
+               .set_if_absent(submitted_at=submitted, received_at=now)
+               .remove("wait_reason")
+               .add(attempts=1))
+        busy = ", ".join(job.value(s, "busy") for s in ("running", *FINAL_STATUSES))
+        job_cond = f"attribute_not_exists(job_id) OR NOT ({job.name('status')} IN ({busy}))"
+        if borrow:
+            counter = op("Update", self.table, {"pk": counter_key(tenant)},
+                         update="SET borrowed = if_not_exists(borrowed, :zero) + :one "
+                                "ADD ver :one",
+                         condition="inflight >= :cap",
+                         values={":zero": 0, ":one": 1, ":cap": cap})
+        else:
+            counter = op("Update", self.table, {"pk": counter_key(tenant)},
+                         update="SET inflight = if_not_exists(inflight, :zero) + :one, "
+                                "tenant_id = :t ADD ver :one",
+                         condition="attribute_not_exists(inflight) OR inflight < :cap",
+                         values={":zero": 0, ":one": 1, ":cap": cap, ":t": tenant})
+        items = [
+            counter,
+            op("Put", self.table, lease.to_item(), condition="attribute_not_exists(pk)",
+               return_old=True),
+            op("Update", self.jobs_table, {"job_id": request.job_id}, update=job.expression,
+               condition=job_cond, values=job.values, names=job.names, return_old=True),
+        ]
+        try:
+            self.dynamo.transact(items, f"acquire lease for {request.job_id}")
+        except TransactionCancelled as exc:
+            return self._why_not(exc, cap, now)
+        return Acquisition(verdict=Verdict.ACQUIRED, cap=cap, lease=lease)
+
+    def _why_not(self, exc: TransactionCancelled, cap: int, now: float) -> Acquisition:
+        if len(exc.reasons) != 3:
+            raise BackendError(f"unexpected cancellation: {exc}")
+        counter, lease, job = exc.reasons
+        if job.failed and job.item and job.item.get("status") in FINAL_STATUSES:
+            return Acquisition(verdict=Verdict.DONE, cap=cap, status=job.item["status"])
+        if lease.failed:
+            holder = Lease.from_item(lease.item) if lease.item else None
+            stale = holder is not None and holder.expires_at < now
+            return Acquisition(verdict=Verdict.STALE if stale else Verdict.RUNNING,
+                               cap=cap, holder=holder)
+        if job.failed:
+            # Running without a lease item: a reclaim is racing us; treat as running.
+            return Acquisition(verdict=Verdict.RUNNING, cap=cap)
+        if counter.failed:  # (when borrowing: no longer at cap, take an own slot instead)
+            return Acquisition(verdict=Verdict.AT_CAP, cap=cap)
+        raise BackendError(f"acquire cancelled for no known reason: {exc}")
+
+    # -- renew and release -------------------------------------------------
+    def renew(self, lease: Lease) -> Lease:
+        """Extend *lease*; raise LeaseLost if it is no longer ours."""
+        expires = self.clock.time() + self.ttl
+        ok = self.dynamo.update(
+            self.table, {"pk": lease_key(lease.job_id)}, "SET expires_at = :x",
+            values={":x": expires, ":e": lease.epoch}, condition="epoch = :e")
+        if not ok:
+            raise LeaseLost(f"lease of job {lease.job_id} was reclaimed (epoch {lease.epoch})")
+        return attrs.evolve(lease, expires_at=expires)
+
+    def release(self, lease: Lease, status: JobStatus, failures: int = 0,
+                **fields: Any) -> None:
+        """Give the slot back and record the job's state in one transaction.
+
+        Raises LeaseLost when the lease was reclaimed meanwhile: the counter
+        was already decremented by the reclaim and must not be again.
+        """
+        job = Update().set(status=status.value, **fields).remove("lease_expires_at")
+        if failures:
+            job.add(failures=failures)
+        job.values[":e"] = lease.epoch
+        items = [
+            op("Delete", self.table, {"pk": lease_key(lease.job_id)},
+               condition="epoch = :e", values={":e": lease.epoch}),
+            self._decrement(lease),
+            op("Update", self.jobs_table, {"job_id": lease.job_id}, update=job.expression,
+               condition="epoch = :e", values=job.values, names=job.names),
+        ]
+        self._transact_fenced(items, lease, "release")
+
+    def _decrement(self, lease: Lease) -> dict[str, Any]:
+        field = "borrowed" if lease.borrowed else "inflight"
+        return op("Update", self.table, {"pk": counter_key(lease.tenant_id)},
+                  update=f"SET {field} = {field} - :one ADD ver :one",
+                  condition=f"{field} >= :one", values={":one": 1})
+
+    def _transact_fenced(self, items: list, lease: Lease, what: str) -> None:
+        for attempt in range(2):
+            try:
+                self.dynamo.transact(items, f"{what} lease of {lease.job_id}")
+                return
+            except TransactionCancelled as exc:
+                lease_r, counter_r, job_r = exc.reasons
+                if lease_r.failed or job_r.failed:
+                    raise LeaseLost(
+                        f"{what} of job {lease.job_id} refused: lease epoch {lease.epoch} "
+                        "is no longer current") from None
+                if attempt:
+                    raise
+                logger.error("counter of %s disagrees with its leases; repairing",
+                             lease.tenant_id, extra=extra("counter_mismatch", lease.tenant_id,
+                                                          lease.job_id))
+                self.repair(lease.tenant_id)
+
+    # -- reclaim -------------------------------------------------------------
+    def reclaim(self, lease: Lease, reason: str, own_host: str | None = None) -> bool:
+        """Take back an expired lease (or any lease of *own_host*) in one transaction.
+
+        Returns False when someone renewed, released or reclaimed it first.
+        """
+        if own_host is None:
+            cond, values = "epoch = :e AND expires_at < :now", {":now": self.clock.time()}
+        else:
+            cond, values = "epoch = :e AND #h = :h", {":h": own_host}
+        values[":e"] = lease.epoch
+        job = (Update().set(status=JobStatus.QUEUED.value, wait_reason=reason)
+               .remove("lease_expires_at"))
+        job.values[":e"] = lease.epoch
+        items = [
+            op("Delete", self.table, {"pk": lease_key(lease.job_id)}, condition=cond,
+               values=values, names={"#h": "host"} if own_host else None),
+            self._decrement(lease),
+            op("Update", self.jobs_table, {"job_id": lease.job_id}, update=job.expression,
+               condition="attribute_not_exists(job_id) OR epoch = :e", values=job.values,
+               names=job.names),
+        ]
+        try:
+            self._transact_fenced(items, lease, "reclaim")
+        except LeaseLost:
+            return False
+        return True
+
+    # -- reading and repair ------------------------------------------------
+    def leases(self) -> list[Lease]:
+        items = self.dynamo.scan(self.table, "begins_with(pk, :p)", {":p": "lease#"})
+        return sorted((Lease.from_item(i) for i in items), key=lambda l: (l.tenant_id, l.acquired_at))
+
+    def counters(self) -> dict[str, dict[str, Any]]:
+        items = self.dynamo.scan(self.table, "begins_with(pk, :p)", {":p": "counter#"})
+        return {i["tenant_id"]: i for i in items}
+
+    def repair(self, tenant: str | None = None) -> dict[str, tuple[int, int]]:
+        """Set counters that disagree with their live leases; return {tenant: (was, now)}.
+
+        Counters are read before leases, and each fix is conditioned on the
+        counter's ``ver`` being unchanged, so a concurrent acquire or release
+        makes the fix a no-op instead of a corruption. Own (capped) and
+        borrowed leases are counted apart; the figures returned are their sums.
+        """
+        counters = self.counters()
+        if tenant is not None:
+            counters = {t: c for t, c in counters.items() if t == tenant}
+        live: dict[tuple[str, bool], int] = {}
+        for lease in self.leases():
+            key = (lease.tenant_id, lease.borrowed)
+            live[key] = live.get(key, 0) + 1
+        fixed = {}
+        for name, item in counters.items():
+            own, lent = live.get((name, False), 0), live.get((name, True), 0)
+            have_own, have_lent = item.get("inflight", 0), item.get("borrowed", 0)
+            if (own, lent) == (have_own, have_lent):
+                continue
+            ok = self.dynamo.update(
+                self.table, {"pk": counter_key(name)},
+                "SET inflight = :n, borrowed = :b ADD ver :one",
+                values={":n": own, ":b": lent, ":one": 1, ":v": item.get("ver", 0)},
+                condition="ver = :v")
+            if ok:
+                fixed[name] = (have_own + have_lent, own + lent)
+                logger.warning("repaired counter of %s: %s+%s borrowed -> %s+%s", name, have_own,
+                               have_lent, own, lent, extra=extra("counter_repaired", name))
+        return fixed

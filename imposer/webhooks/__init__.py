@@ -1,0 +1,1 @@
+"""Completion webhooks, service side: delivery and the SSRF guard (``urlguard``)."""

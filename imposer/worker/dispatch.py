@@ -1,0 +1,255 @@
+"""Turn received messages into running jobs: parse, lease, launch, defer or borrow.
+
+A message at its tenant's cap is deferred (ChangeMessageVisibility), never
+dropped. The dispatcher also remembers the messages it deferred, so that when
+one of that tenant's jobs ends here it can start the next one at once instead
+of leaving the freed slot idle until the deferral runs out.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+
+import attrs
+
+from imposer.aws.sqs import seconds
+from imposer.errors import BackendError, InvalidMessage
+from imposer.logs import extra, guard
+from imposer.models import JobRequest, JobStatus, Received, TaskSpec, valid_id
+from imposer.state.leases import Acquisition, Verdict
+from imposer.worker import sweep as sweeping
+from imposer.worker.running import Running
+
+logger = logging.getLogger(__name__)
+
+
+class DeferredMemo:
+    """Messages this parent deferred at cap, per tenant, while their receipt is ours."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._by_tenant: dict[str, collections.deque] = {}
+
+    def remember(self, request: JobRequest, message: Received, until: float) -> None:
+        queue = self._by_tenant.setdefault(request.tenant_id, collections.deque())
+        queue.append((until, request, message))
+        while len(queue) > self.limit:
+            queue.popleft()
+
+    def take(self, tenant: str, now: float) -> tuple[JobRequest, Received] | None:
+        """Return the earliest-submitted remembered job of *tenant* still safely deferred.
+
+        Taking the earliest submission, not the latest deferral, keeps a
+        tenant's own jobs close to the order it sent them in.
+        """
+        queue = self._by_tenant.get(tenant)
+        if not queue:
+            return None
+        live = [entry for entry in queue if entry[0] > now]
+        queue.clear()
+        if not live:
+            return None
+        live.sort(key=lambda e: (e[1].submitted_at or e[2].sent_at, e[2].sent_at))
+        queue.extend(live[1:])
+        return live[0][1], live[0][2]
+
+
+class Dispatcher:
+    """Everything between a received message and a job handed to the pool."""
+
+    def __init__(self, backends, pool, running, contention, borrowing) -> None:
+        self.b, self.s, self.clock = backends, backends.settings, backends.clock
+        self.pool, self.running = pool, running
+        self.contention, self.borrowing = contention, borrowing
+        self.started = 0
+        self.received_at = 0.0
+        self.memo = DeferredMemo(limit=4 * self.s.slots)
+        self._candidates: list[tuple[JobRequest, Received, int]] = []
+        #: tenant -> (monotonic time until which it is known to be at cap, its cap)
+        self._capped: dict[str, tuple[float, int]] = {}
+
+    def take_batch(self, messages: list[Received], free: list[int], stopping) -> None:
+        """Start what the free slots allow; defer, reject or return the rest."""
+        self.received_at = self.clock.monotonic()
+        for message in messages:
+            if stopping() or not free:
+                self.b.queue.change_visibility(message, 0)
+                continue
+            with guard(None):
+                if self.handle(message, free[0]):
+                    free.pop(0)
+        self.lend_idle_slots(free, stopping)
+
+    def wake(self, tenant: str, free: list[int], stopping) -> None:
+        """A job of *tenant* ended here: start its next deferred job in the freed slot.
+
+        Only while another slot stays free, so a tenant waiting in the queue
+        still finds one on the next receive.
+        """
+        self._capped.pop(tenant, None)
+        while len(free) >= 2 and not stopping():
+            found = self.memo.take(tenant, self.clock.monotonic())
+            if found is None:
+                return
+            request, message = found
+            if not self.b.queue.change_visibility(message, self.s.lease_ttl_seconds):
+                continue  # the deferral ran out and someone else may have it now
+            self.received_at = self.clock.monotonic()
+            with guard(request):
+                if self.start(request, message, free[0]):
+                    free.pop(0)
+                    continue
+            self.lend_idle_slots(free, stopping)
+            return
+
+    def handle(self, message: Received, slot: int) -> bool:
+        """Start *message*'s job on *slot*, or defer, drop or reject it; True if started."""
+        try:
+            request = self.parse(message)
+        except InvalidMessage as exc:
+            self.reject(message, exc)
+            return False
+        try:
+            return self.start(request, message, slot)
+        except BackendError as exc:
+            logger.error("could not take job %s: %s; it will come back", request.job_id, exc,
+                         extra=extra("acquire_error", request.tenant_id, request.job_id))
+            self.b.queue.change_visibility(message, self.s.defer_seconds)
+            return False
+
+    def parse(self, message: Received) -> JobRequest:
+        request = JobRequest.from_body(message.body)
+        if message.group_id is None:
+            logger.warning("message for %s has no MessageGroupId (layer 1 fairness is off)",
+                           request.tenant_id,
+                           extra=extra("no_group_id", request.tenant_id, request.job_id))
+        elif message.group_id != request.tenant_id:
+            raise InvalidMessage(f"MessageGroupId {message.group_id!r} is not the tenant "
+                                 f"{request.tenant_id!r}")
+        request.check_prefix(self.s.bucket)
+        return request
+
+    def reject(self, message: Received, exc: InvalidMessage) -> None:
+        """Record why, move the message to the DLQ ourselves, delete it."""
+        job_id = tenant = None
+        try:
+            data = json.loads(message.body)
+            if isinstance(data, dict) and valid_id(data.get("job_id")) \
+                    and valid_id(data.get("tenant_id")):
+                job_id, tenant = data["job_id"], data["tenant_id"]
+        except ValueError:
+            pass
+        logger.error("rejected message %s: %s", message.message_id, exc,
+                     extra=extra("invalid_message", tenant, job_id, message_id=message.message_id))
+        if job_id:
+            self.b.jobs.finish_unleased(job_id, tenant, JobStatus.FAILED, str(exc), exc.kind)
+        self.b.queue.dead_letter(message, str(exc))
+        self.b.metrics.emit("jobs", 1, outcome="invalid", tenant_id=tenant)
+
+    def start(self, request: JobRequest, message: Received, slot: int,
+              stale_retry: bool = True) -> bool:
+        """Acquire the lease and launch, or route the message by the verdict.
+
+        A tenant found at its cap less than a second ago (and with no job
+        ended here since) is taken to be at cap still, without a transaction:
+        cycling a capped backlog then costs half the calls.
+        """
+        tenant, job = request.tenant_id, request.job_id
+        now = self.clock.monotonic()
+        known = self._capped.get(tenant)
+        if known and known[0] > now:
+            acq = Acquisition(verdict=Verdict.AT_CAP, cap=known[1])
+        else:
+            acq = self.b.leases.acquire(request, self.s.host_id, slot, message.sent_at,
+                                        message.receipt)
+            if acq.verdict == Verdict.AT_CAP:
+                self._capped[tenant] = (now + min(1.0, self.s.defer_seconds), acq.cap)
+        if acq.verdict == Verdict.ACQUIRED:
+            self.launch(request, message, slot, acq.lease)
+            return True
+        if acq.verdict == Verdict.AT_CAP:
+            if self.s.borrow and acq.cap > 0:
+                self._candidates.append((request, message, acq.cap))
+            else:
+                self.defer_at_cap(request, message, acq.cap)
+        elif acq.verdict == Verdict.RUNNING:
+            self.b.metrics.emit("duplicate", 1, tenant_id=tenant)
+            logger.info("job %s already runs elsewhere; keeping this copy back", job,
+                        extra=extra("duplicate_running", tenant, job))
+            self.defer(request, message, None)
+        elif acq.verdict == Verdict.DONE:
+            self.b.metrics.emit("duplicate", 1, tenant_id=tenant)
+            logger.info("job %s already %s; deleting the duplicate", job, acq.status,
+                        extra=extra("duplicate_done", tenant, job))
+            self.b.queue.delete(message)
+        elif acq.verdict == Verdict.STALE and stale_retry:
+            sweeping.reclaim_expired(self.b.leases, self.b.metrics, acq.holder, self.s.host_id)
+            return self.start(request, message, slot, stale_retry=False)
+        else:
+            self.defer(request, message, "waiting for a stale lease to be swept")
+        return False
+
+    def lend_idle_slots(self, free: list[int], stopping) -> None:
+        """After every tenant below its cap had its turn, let capped ones borrow, or defer."""
+        candidates, self._candidates = self._candidates, []
+        for request, message, cap in candidates:
+            with guard(request):
+                why_not = self.borrowing.allows(request.tenant_id, len(free))
+                if why_not is None and not stopping():
+                    acq = self.b.leases.acquire(request, self.s.host_id, free[0],
+                                                message.sent_at, message.receipt, borrow=True)
+                    if acq.verdict == Verdict.ACQUIRED:
+                        self.launch(request, message, free.pop(0), acq.lease)
+                        self.b.metrics.emit("borrowed", 1, tenant_id=request.tenant_id)
+                        continue
+                    why_not = "the tenant dropped below its cap meanwhile"
+                self.defer_at_cap(request, message, cap, f"not borrowing: {why_not}")
+
+    def launch(self, request: JobRequest, message: Received, slot: int, lease) -> None:
+        """Hand a leased job to the pool and account its queue wait."""
+        wait = max(0.0, lease.acquired_at - (request.submitted_at or message.sent_at))
+        self.running.add(Running(slot=slot, request=request, message=message, lease=lease,
+                                 started=self.clock.monotonic(), received=self.received_at))
+        self.pool.submit(slot, TaskSpec(request=request))
+        self.contention.started(request.job_id)
+        self.started += 1
+        dispatch_ms = 1000 * (self.clock.monotonic() - self.received_at)
+        self.b.metrics.emit("queue_wait", round(wait, 3), tenant_id=request.tenant_id)
+        logger.info("started job %s on slot %s after %.1fs in queue%s", request.job_id, slot,
+                    wait, " (borrowed slot)" if lease.borrowed else "",
+                    extra=extra("job_started", request.tenant_id, request.job_id, slot=slot,
+                                queue_wait=wait, borrowed=lease.borrowed,
+                                dispatch_ms=round(dispatch_ms, 2)))
+
+    def defer_at_cap(self, request: JobRequest, message: Received, cap: int,
+                     note: str | None = None) -> None:
+        self.b.metrics.emit("cap_defer", 1, tenant_id=request.tenant_id)
+        self.contention.deferred(request.tenant_id, request.job_id)
+        reason = f"at tenant cap: {request.tenant_id} holds all {cap} of its slots"
+        if self.defer(request, message, f"{reason}; {note}" if note else reason, cap=True):
+            until = self.clock.monotonic() + seconds(self.s.defer_seconds) - 0.25
+            self.memo.remember(request, message, until)
+
+    def defer(self, request: JobRequest, message: Received, reason: str | None,
+              cap: bool = False) -> bool:
+        """Push the message back (True), or re-publish it if SQS would soon drop it (False)."""
+        age = self.clock.time() - message.sent_at
+        kept = True
+        if (age > self.s.retention_seconds - self.s.republish_margin_seconds
+                or message.receive_count >= self.s.republish_receive_count):
+            body = attrs.evolve(request, submitted_at=request.submitted_at or message.sent_at)
+            new_id = self.b.queue.republish(message, body.to_body())
+            kept = False
+            logger.warning("re-published job %s (age %.0fs, received %s times) as %s",
+                           request.job_id, age, message.receive_count, new_id,
+                           extra=extra("republished", request.tenant_id, request.job_id))
+        else:
+            self.b.queue.change_visibility(message, self.s.defer_seconds)
+        if reason:
+            self.b.jobs.note_waiting(request, message.sent_at, reason, deferred=cap)
+            if cap:
+                logger.info("deferred job %s: %s", request.job_id, reason,
+                            extra=extra("cap_defer", request.tenant_id, request.job_id))
+        return kept

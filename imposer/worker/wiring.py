@@ -1,0 +1,46 @@
+"""Build the stores and adapters from Settings: one place that wires the parent."""
+
+from __future__ import annotations
+
+import attrs
+
+from imposer.aws.dynamodb import Dynamo
+from imposer.aws.sqs import JobQueue
+from imposer.clock import SystemClock
+from imposer.metrics import Metrics
+from imposer.settings import Settings
+from imposer.state.jobs import JobStore
+from imposer.state.leases import LeaseStore
+from imposer.state.tenants import TenantStore
+
+
+@attrs.frozen(kw_only=True)
+class Backends:
+    """Everything the parent process uses to reach AWS state."""
+
+    settings: Settings
+    dynamo: Dynamo
+    tenants: TenantStore
+    leases: LeaseStore
+    jobs: JobStore
+    queue: JobQueue
+    metrics: Metrics
+    clock: object
+
+
+def connect(settings: Settings, clock=None, metrics: Metrics | None = None) -> Backends:
+    clock = clock or SystemClock()
+    dynamo = Dynamo(settings.region)
+    tenants = TenantStore(dynamo, settings.tenants_table, settings.default_cap)
+    return Backends(
+        settings=settings,
+        dynamo=dynamo,
+        tenants=tenants,
+        leases=LeaseStore(dynamo, settings.leases_table, settings.jobs_table, tenants,
+                          settings.lease_ttl_seconds, clock),
+        jobs=JobStore(dynamo, settings.jobs_table, clock),
+        queue=JobQueue(settings.region, settings.queue_name, settings.dlq_name,
+                       settings.poll_seconds),
+        metrics=metrics or Metrics(settings.metrics_namespace, clock),
+        clock=clock,
+    )

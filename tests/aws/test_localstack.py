@@ -1,0 +1,63 @@
+"""The local AWS stack: serializable DynamoDB, fair-queue delivery, quiet logs."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+
+
+@pytest.fixture
+def sqs(aws_endpoint, names):
+    client = boto3.client("sqs")
+    url = client.create_queue(QueueName=names["queue_name"])["QueueUrl"]
+    return client, url
+
+
+class TestFairQueues:
+    def test_quiet_group_served_before_noisy_backlog(self, sqs):
+        """A quiet group's message is delivered ahead of a group with many messages in flight."""
+        client, url = sqs
+        for n in range(20):
+            client.send_message(QueueUrl=url, MessageBody=f"noisy-{n}", MessageGroupId="noisy")
+        got = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                     VisibilityTimeout=60)["Messages"]
+        assert all(m["Body"].startswith("noisy") for m in got)
+        client.send_message(QueueUrl=url, MessageBody="quiet-0", MessageGroupId="quiet")
+        first = client.receive_message(QueueUrl=url, MaxNumberOfMessages=1)["Messages"][0]
+        assert first["Body"] == "quiet-0"
+
+    def test_group_order_is_kept(self, sqs):
+        """Within one group, messages still come in the order they were sent."""
+        client, url = sqs
+        for n in range(5):
+            client.send_message(QueueUrl=url, MessageBody=str(n), MessageGroupId="g")
+        got = client.receive_message(QueueUrl=url, MaxNumberOfMessages=5)["Messages"]
+        assert [m["Body"] for m in got] == ["0", "1", "2", "3", "4"]
+
+
+class TestInit:
+    def test_init_twice_is_idempotent(self, aws_endpoint, names, tmp_path):
+        """`imposer init` twice: no error, the second run says everything exists."""
+        import subprocess
+        import sys
+
+        from imposer.settings import Settings
+        from tests.fixtures.aws import env_for
+
+        env = env_for(Settings.load({}, **names))
+        first = subprocess.run([sys.executable, "-m", "imposer", "init"], env=env,
+                               capture_output=True, text=True)
+        second = subprocess.run([sys.executable, "-m", "imposer", "init"], env=env,
+                                capture_output=True, text=True)
+        assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+        assert first.stdout.count("created") == 6
+        assert second.stdout.count("exists") == 6 and "created" not in second.stdout
+        sqs = boto3.client("sqs")
+        attrs_ = sqs.get_queue_attributes(
+            QueueUrl=sqs.get_queue_url(QueueName=names["queue_name"])["QueueUrl"],
+            AttributeNames=["All"])["Attributes"]
+        assert attrs_["MessageRetentionPeriod"] == "1209600"
+        assert '"maxReceiveCount": "1000"' in attrs_["RedrivePolicy"] or \
+            '"maxReceiveCount": 1000' in attrs_["RedrivePolicy"]
+        names_ = boto3.client("sqs").list_queues(QueueNamePrefix=names["queue_name"])["QueueUrls"]
+        assert len(names_) == 2

@@ -1,0 +1,144 @@
+"""The operator commands, run as a user would: real subprocesses, real stack."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from imposer.models import JobStatus
+from tests.fixtures.aws import env_for
+from tests.fixtures.jobs import request
+
+
+def imposer(env, *args):
+    return subprocess.run([sys.executable, "-m", "imposer", *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+class TestErrors:
+    def test_unreachable_endpoint_is_one_clear_line(self, settings):
+        """With no AWS endpoint listening, commands say so in one line and exit 4."""
+        env = env_for(settings)
+        env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9"
+        got = imposer(env, "leases")
+        assert got.returncode == 4
+        lines = got.stderr.strip().splitlines()
+        assert len(lines) == 1 and "cannot reach http://127.0.0.1:9" in lines[0]
+        assert "imposer local" in lines[0]
+
+    def test_missing_table_says_run_init(self, aws_endpoint, names):
+        """Against an unprovisioned prefix, commands point at `imposer init`."""
+        from imposer.settings import Settings
+
+        env = env_for(Settings.load({}, **names))
+        got = imposer(env, "leases")
+        assert got.returncode == 4 and "imposer init" in got.stderr
+        run = imposer(env, "run", "--engine", "open")
+        assert run.returncode == 3 and "does not exist (run `imposer init`)" in run.stderr
+
+    def test_bad_setting_is_a_usage_error(self, settings):
+        """A malformed IMPOSER_* value names the variable and exits 2."""
+        env = env_for(settings)
+        env["IMPOSER_SLOTS"] = "eight"
+        got = imposer(env, "run")
+        assert got.returncode == 2 and "IMPOSER_SLOTS" in got.stderr
+
+    def test_missing_pdftoolbox_is_a_config_error(self, settings):
+        """`imposer run` with the pdfToolbox engine and no binary exits 3, saying how to fix it."""
+        env = env_for(settings)
+        got = imposer(env, "run", "--pdftoolbox", "/nonexistent/pdfToolbox")
+        assert got.returncode == 3 and "--engine open" in got.stderr
+
+
+class TestOperatorViews:
+    def test_leases_json_and_sweep_once(self, settings, backends):
+        """`leases --json` lists live leases; `sweep --once` reports what it reclaimed."""
+        from imposer.worker.wiring import connect
+
+        env = env_for(settings)
+        backends = connect(settings)  # the subprocesses use the real clock, so do we
+        lease = backends.leases.acquire(request(), "host-x", 2).lease
+        rows = json.loads(imposer(env, "leases", "--json").stdout)
+        assert len(rows) == 1
+        row = rows[0]
+        assert (row["tenant_id"], row["job_id"], row["host"], row["slot"]) == \
+            ("acme", lease.job_id, "host-x", 2)
+        assert row["expires_at"] == lease.expires_at
+        text = imposer(env, "leases").stdout
+        assert lease.job_id in text and "EXPIRES IN" in text
+        swept = imposer(env, "sweep", "--once")
+        assert swept.returncode == 0 and "reclaimed 0 expired lease(s)" in swept.stdout
+        backends.dynamo.update(settings.leases_table, {"pk": f"lease#{lease.job_id}"},
+                               "SET expires_at = :x", {":x": 1.0})
+        swept = imposer(env, "sweep", "--once")
+        assert "reclaimed 1 expired lease(s)" in swept.stdout
+        assert backends.jobs.get(lease.job_id).status == JobStatus.QUEUED
+
+    def test_tenants_set_and_list(self, settings, backends):
+        """A tier override set from the CLI is listed and used by the next acquire."""
+        env = env_for(settings)
+        assert imposer(env, "tenants", "set", "acme", "--cap", "1").returncode == 0
+        rows = json.loads(imposer(env, "tenants", "list", "--json").stdout)
+        assert rows == [{"tenant_id": "acme", "cap": 1, "override": True, "inflight": 0,
+                         "webhook_hosts": []}]
+        assert backends.leases.acquire(request(), "h", 0).verdict.value == "acquired"
+        assert backends.leases.acquire(request(), "h", 1).verdict.value == "at_cap"
+
+    def test_help_explains_settings(self):
+        """`run --help` documents each setting with its variable and default."""
+        got = subprocess.run([sys.executable, "-m", "imposer", "run", "--help"],
+                             capture_output=True, text=True)
+        text = " ".join(got.stdout.split())
+        assert "[env IMPOSER_DEFAULT_CAP; default 4]" in text
+        assert "[env IMPOSER_LEASE_TTL_SECONDS; default 600.0]" in text
+        assert "second one stops fast" in text
+
+
+class TestSubmitCommand:
+    def test_submit_then_jobs(self, settings, backends, tmp_path, redis_url):
+        """`imposer submit` publishes with the tenant as group; a reused token exits 10."""
+        from imposer.dev.samples import numbered_pdf
+
+        pdf = numbered_pdf(tmp_path / "a.pdf", 2)
+        env = env_for(settings)
+        env["IMPOSER_REDIS_URL"] = redis_url
+        first = imposer(env, "submit", "--tenant", "acme", "--pdf", str(pdf), "--layout",
+                        "a5-4up-sra3", "--token", "order-1")
+        assert first.returncode == 0, first.stderr
+        assert "submitted job" in first.stdout
+        again = imposer(env, "submit", "--tenant", "acme", "--pdf", str(pdf), "--layout",
+                        "a5-4up-sra3", "--token", "order-1")
+        assert again.returncode == 10
+        assert again.stderr.strip().splitlines()[-1].startswith("imposer: error: ")
+        assert "order-1" in again.stderr
+        import boto3
+
+        sqs = boto3.client("sqs")
+        url = sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
+        got = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["All"],
+                                  MaxNumberOfMessages=10)["Messages"]
+        assert len(got) == 1 and got[0]["Attributes"]["MessageGroupId"] == "acme"
+
+    def test_unreachable_redis_is_one_clear_line(self, settings, tmp_path):
+        """With admission configured but Redis down, submit says so and exits 4, publishing nothing."""
+        from imposer.dev.samples import numbered_pdf
+
+        env = env_for(settings)
+        env["IMPOSER_REDIS_URL"] = "redis://127.0.0.1:9/0"
+        pdf = numbered_pdf(tmp_path / "a.pdf", 1)
+        got = imposer(env, "submit", "--tenant", "acme", "--pdf", str(pdf), "--layout",
+                      "a5-4up-sra3")
+        assert got.returncode == 4
+        assert got.stderr.strip().splitlines()[-1].startswith(
+            "imposer: error: cannot use Redis at redis://127.0.0.1:9/0")
+
+    def test_jobs_lists_records(self, settings, backends):
+        """`imposer jobs --json` lists records with their status and reason."""
+        lease = backends.leases.acquire(request(), "h", 0).lease
+        backends.leases.release(lease, JobStatus.FAILED, error="bad pdf: truncated")
+        rows = json.loads(imposer(env_for(settings), "jobs", "--json", "--tenant", "acme").stdout)
+        assert [(r["job_id"], r["status"], r["error"]) for r in rows] == \
+            [(lease.job_id, "failed", "bad pdf: truncated")]
+        text = imposer(env_for(settings), "jobs").stdout
+        assert "bad pdf: truncated" in text

@@ -1,0 +1,132 @@
+"""`imposer why`: every reason a job can be in, and the predicted start (injected clock)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from imposer.models import JobStatus, TenantConfig
+from imposer.reports.why import explain, predict
+from tests.fixtures.aws import env_for
+from tests.fixtures.jobs import request
+
+
+def ask(backends, job_id, slots=None):
+    caps = {c.tenant_id: c.cap for c in backends.tenants.list() if c.cap is not None}
+    s = backends.settings
+    return explain(job_id, backends.jobs.get(job_id), backends.leases.leases(), caps,
+                   s.default_cap, backends.jobs.list(), slots or s.slots, s,
+                   backends.clock.time())
+
+
+def history(backends, tenant, seconds, count=5):
+    """Finish *count* jobs of *tenant* that each ran *seconds*."""
+    for _ in range(count):
+        lease = backends.leases.acquire(request(tenant), "h", 0).lease
+        backends.leases.release(lease, JobStatus.SUCCEEDED, run_seconds=seconds,
+                                finished_at=backends.clock.time())
+
+
+class TestReasons:
+    def test_not_received(self, backends):
+        """A job with no record has not been picked up yet."""
+        answer = ask(backends, "never-seen")
+        assert answer.code == "not_received" and "not yet received" in answer.reason
+
+    def test_at_cap_names_holders_and_predicts(self, backends, clock):
+        """A job at its tenant's cap names the jobs holding it and predicts from their run time."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=2))
+        history(backends, "acme", 100)
+        holders = [backends.leases.acquire(request(), "h", n).lease for n in range(2)]
+        waiting = request()
+        backends.jobs.note_waiting(waiting, clock.time(), "at tenant cap", deferred=True)
+        clock.advance(30)
+        answer = ask(backends, waiting.job_id)
+        assert answer.code == "at_cap"
+        assert {h["job_id"] for h in answer.holders} == {l.job_id for l in holders}
+        assert "holds 2 of 2 slots" in answer.reason
+        expected = clock.time() + 70 + backends.settings.defer_seconds / 2
+        assert answer.predicted_start == pytest.approx(expected)
+        assert answer.earliest <= answer.predicted_start <= answer.latest
+        assert answer.confidence == "based on 5 finished job(s)"
+
+    def test_second_in_line_waits_for_a_second_slot(self, backends, clock):
+        """The job behind another waiting one is predicted to start one slot-turn later."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        history(backends, "acme", 100)
+        backends.leases.acquire(request(), "h", 0)
+        first, second = request(), request()
+        backends.jobs.note_waiting(first, clock.time(), "at cap", deferred=True)
+        clock.advance(1)
+        backends.jobs.note_waiting(second, clock.time(), "at cap", deferred=True)
+        answers = [ask(backends, r.job_id) for r in (first, second)]
+        assert answers[1].predicted_start - answers[0].predicted_start == pytest.approx(100)
+
+    def test_pool_full(self, backends, clock):
+        """A tenant below its cap waits only because every slot is busy."""
+        backends.leases.acquire(request("a"), "h", 0)
+        backends.leases.acquire(request("b"), "h", 1)
+        waiting = request("c")
+        backends.jobs.note_waiting(waiting, clock.time(), "received")
+        answer = ask(backends, waiting.job_id, slots=2)
+        assert answer.code == "pool_full" and "all 2 slots are busy" in answer.reason
+        assert answer.confidence == "no finished jobs yet to predict from"
+
+    def test_licence_unavailable(self, backends, clock):
+        """A pdfToolbox licence failure is reported as such, not as the tenant's failure."""
+        req = request()
+        lease = backends.leases.acquire(req, "h", 0).lease
+        backends.leases.release(lease, JobStatus.RETRYING, run_seconds=2.0,
+                                wait_reason="licence unavailable, retrying: exit code 100")
+        answer = ask(backends, req.job_id)
+        assert answer.code == "licence" and "exit 100" in answer.reason
+
+    def test_retrying_after_failure(self, backends, clock):
+        """A counted failure says which attempt failed and when the retry is due."""
+        req = request()
+        lease = backends.leases.acquire(req, "h", 0).lease
+        backends.leases.release(lease, JobStatus.RETRYING, failures=1, run_seconds=5.0,
+                                wait_reason="retrying after failure 1 of 3: boom")
+        answer = ask(backends, req.job_id)
+        assert answer.code == "retrying" and "failure 1 of 3" in answer.reason
+        assert answer.predicted_start == pytest.approx(
+            lease.acquired_at + 5.0 + backends.settings.retry_seconds)
+
+    def test_dead_lettered(self, backends):
+        """A dead job says how many attempts failed and why."""
+        req = request()
+        lease = backends.leases.acquire(req, "h", 0).lease
+        backends.leases.release(lease, JobStatus.DEAD, failures=1, error="tool crashed")
+        answer = ask(backends, req.job_id)
+        assert answer.code == "dead" and "tool crashed" in answer.reason
+
+    def test_running_and_done(self, backends, clock):
+        """Running and finished jobs are described, not predicted."""
+        req = request()
+        lease = backends.leases.acquire(req, "hostX", 3).lease
+        clock.advance(65)
+        running = ask(backends, req.job_id)
+        assert running.code == "running" and "host hostX slot 3 for 65s" in running.reason
+        backends.leases.release(lease, JobStatus.SUCCEEDED)
+        assert ask(backends, req.job_id).code == "succeeded"
+
+
+class TestPredict:
+    def test_overdue_holder_frees_now(self, backends, clock):
+        """A holder already past the typical run time is expected to free its slot at once."""
+        lease = backends.leases.acquire(request(), "h", 0).lease
+        clock.advance(500)
+        low, mid, high = predict([lease], 0, [100, 100, 100], clock.time())
+        assert low == mid == high == clock.time()
+
+
+class TestCommand:
+    def test_why_json(self, settings, backends):
+        """`imposer why --json` prints the explanation for operators and tenants."""
+        got = subprocess.run([sys.executable, "-m", "imposer", "why", "no-such-job", "--json"],
+                             env=env_for(settings), capture_output=True, text=True)
+        assert got.returncode == 0, got.stderr
+        assert json.loads(got.stdout)["code"] == "not_received"

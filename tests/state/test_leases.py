@@ -1,0 +1,219 @@
+"""The lease layer against the local AWS stack over HTTP."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+import pytest
+
+from imposer.errors import LeaseLost
+from imposer.models import JobStatus, TenantConfig
+from imposer.state.leases import Verdict
+from imposer.worker.sweep import reclaim_host, sweep
+from imposer.worker.wiring import connect
+from tests.fixtures.jobs import request
+
+
+class TestAcquire:
+    def test_cap_then_defer(self, backends):
+        """The default cap admits four jobs of a tenant; the fifth is at cap."""
+        verdicts = [backends.leases.acquire(request(), "h", i).verdict for i in range(5)]
+        assert verdicts == [Verdict.ACQUIRED] * 4 + [Verdict.AT_CAP]
+        assert backends.leases.counters()["acme"]["inflight"] == 4
+
+    def test_tenants_are_independent(self, backends):
+        """One tenant at cap does not block another."""
+        for i in range(4):
+            backends.leases.acquire(request("acme"), "h", i)
+        assert backends.leases.acquire(request("globex"), "h", 4).verdict == Verdict.ACQUIRED
+
+    def test_tier_override_takes_effect_next_acquire(self, backends):
+        """A cap set in the config table applies to the next acquire, no restart."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        assert backends.leases.acquire(request(), "h", 0).verdict == Verdict.ACQUIRED
+        assert backends.leases.acquire(request(), "h", 1).verdict == Verdict.AT_CAP
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=2))
+        assert backends.leases.acquire(request(), "h", 1).verdict == Verdict.ACQUIRED
+
+    def test_cap_zero_pauses_a_new_tenant(self, backends):
+        """A cap of 0 defers even a tenant that never had a counter."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=0))
+        assert backends.leases.acquire(request(), "h", 0).verdict == Verdict.AT_CAP
+
+    def test_duplicate_of_running_job(self, backends):
+        """A second delivery of a running job is refused as running, holder named."""
+        req = request()
+        first = backends.leases.acquire(req, "h", 0)
+        again = backends.leases.acquire(req, "h2", 1)
+        assert again.verdict == Verdict.RUNNING
+        assert again.holder.epoch == first.lease.epoch
+        assert backends.leases.counters()["acme"]["inflight"] == 1
+
+    def test_duplicate_of_finished_job(self, backends):
+        """A job that reached a final state is never run again."""
+        req = request()
+        lease = backends.leases.acquire(req, "h", 0).lease
+        backends.leases.release(lease, JobStatus.SUCCEEDED, finished_at=1.0)
+        again = backends.leases.acquire(req, "h", 0)
+        assert again.verdict == Verdict.DONE and again.status == "succeeded"
+        assert backends.leases.counters()["acme"]["inflight"] == 0
+
+    def test_retrying_job_can_be_acquired_again(self, backends):
+        """A failed attempt released as retrying may run again, attempts counted."""
+        req = request()
+        lease = backends.leases.acquire(req, "h", 0).lease
+        backends.leases.release(lease, JobStatus.RETRYING, failures=1, error="boom")
+        assert backends.leases.acquire(req, "h", 0).verdict == Verdict.ACQUIRED
+        record = backends.jobs.get(req.job_id)
+        assert (record.attempts, record.failures, record.status) == (2, 1, JobStatus.RUNNING)
+
+    def test_expired_lease_reported_stale(self, backends, clock):
+        """A delivery that finds an expired lease says so, so it can be reclaimed."""
+        req = request()
+        backends.leases.acquire(req, "h", 0)
+        clock.advance(backends.settings.lease_ttl_seconds + 1)
+        assert backends.leases.acquire(req, "h", 0).verdict == Verdict.STALE
+
+    def test_record_written_on_acquire(self, backends, clock):
+        """Acquire marks the job running with host, slot, epoch and queue wait."""
+        req = request()
+        lease = backends.leases.acquire(req, "hostA", 3, sent_at=clock.time() - 12).lease
+        record = backends.jobs.get(req.job_id)
+        assert record.status == JobStatus.RUNNING
+        assert (record.host, record.slot, record.epoch) == ("hostA", 3, lease.epoch)
+        assert record.queue_wait == pytest.approx(12)
+
+
+class TestFencing:
+    def test_reclaimed_lease_cannot_renew_or_release(self, backends, clock):
+        """The old holder of a reclaimed lease is refused; the counter stays right."""
+        req = request()
+        lease = backends.leases.acquire(req, "h", 0).lease
+        clock.advance(backends.settings.lease_ttl_seconds + 1)
+        report = sweep(backends.leases, backends.metrics)
+        assert [l.job_id for l in report.reclaimed] == [req.job_id]
+        with pytest.raises(LeaseLost):
+            backends.leases.renew(lease)
+        with pytest.raises(LeaseLost):
+            backends.leases.release(lease, JobStatus.SUCCEEDED)
+        assert backends.leases.counters()["acme"]["inflight"] == 0
+
+    def test_old_holder_cannot_touch_new_lease(self, backends, clock):
+        """After a reclaim and a new acquire, the stale holder cannot release the new lease."""
+        req = request()
+        old = backends.leases.acquire(req, "h", 0).lease
+        clock.advance(backends.settings.lease_ttl_seconds + 1)
+        sweep(backends.leases, backends.metrics)
+        new = backends.leases.acquire(req, "h2", 1).lease
+        with pytest.raises(LeaseLost):
+            backends.leases.release(old, JobStatus.FAILED)
+        assert backends.leases.leases() == [new]
+        assert backends.leases.counters()["acme"]["inflight"] == 1
+        backends.leases.release(new, JobStatus.SUCCEEDED)
+        assert backends.leases.counters()["acme"]["inflight"] == 0
+
+    def test_renew_extends_expiry(self, backends, clock):
+        """A renewed lease survives a sweep past its first expiry."""
+        lease = backends.leases.acquire(request(), "h", 0).lease
+        clock.advance(backends.settings.lease_ttl_seconds * 0.9)
+        renewed = backends.leases.renew(lease)
+        assert renewed.expires_at > lease.expires_at
+        clock.advance(backends.settings.lease_ttl_seconds * 0.5)
+        assert sweep(backends.leases, backends.metrics).reclaimed == ()
+
+
+class TestSweep:
+    def test_only_expired_leases_reclaimed(self, backends, clock):
+        """Sweep reclaims expired leases only and counts lease_recovered per tenant and host."""
+        old = backends.leases.acquire(request("acme"), "h1", 0).lease
+        clock.advance(backends.settings.lease_ttl_seconds / 2)
+        young = backends.leases.acquire(request("globex"), "h2", 0).lease
+        clock.advance(backends.settings.lease_ttl_seconds / 2 + 0.1)
+        report = sweep(backends.leases, backends.metrics)
+        assert [l.job_id for l in report.reclaimed] == [old.job_id]
+        assert backends.leases.leases() == [young]
+        assert backends.metrics.total("lease_recovered", tenant_id="acme", host="h1") == 1
+        assert backends.metrics.total("lease_recovered", tenant_id="globex") == 0
+        record = backends.jobs.get(old.job_id)
+        assert record.status == JobStatus.QUEUED and "expired" in record.wait_reason
+
+    def test_two_sweepers_reclaim_once(self, backends, clock):
+        """A second sweep finds nothing: a lease is reclaimed and decremented once."""
+        backends.leases.acquire(request(), "h", 0)
+        clock.advance(backends.settings.lease_ttl_seconds + 1)
+        other = connect(backends.settings, clock=clock)
+        assert len(sweep(backends.leases, backends.metrics).reclaimed) == 1
+        assert len(sweep(other.leases, other.metrics).reclaimed) == 0
+        assert backends.leases.counters()["acme"]["inflight"] == 0
+
+    def test_repair_fixes_drifted_counter(self, backends):
+        """A counter that disagrees with its live leases is set right."""
+        backends.leases.acquire(request(), "h", 0)
+        backends.dynamo.update(backends.settings.leases_table, {"pk": "counter#acme"},
+                               "SET inflight = :n", {":n": 3})
+        assert backends.leases.repair() == {"acme": (3, 1)}
+        assert backends.leases.counters()["acme"]["inflight"] == 1
+
+    def test_restart_reclaims_own_host_at_once(self, backends):
+        """A restarting host takes back its own live leases without waiting for expiry."""
+        mine = backends.leases.acquire(request(), "me", 0).lease
+        theirs = backends.leases.acquire(request(), "other", 0).lease
+        got = reclaim_host(backends.leases, backends.metrics, "me")
+        assert [l.job_id for l in got] == [mine.job_id]
+        assert backends.leases.leases() == [theirs]
+        assert backends.leases.counters()["acme"]["inflight"] == 1
+
+
+def _racer(settings, tenants, cycles, host, results):
+    """Acquire and release as fast as possible; report (acquired, at_cap)."""
+    backends = connect(settings)
+    got = capped = 0
+    for i in range(cycles):
+        tenant = tenants[i % len(tenants)]
+        acq = backends.leases.acquire(request(tenant), host, i % 8)
+        if acq.verdict == Verdict.ACQUIRED:
+            got += 1
+            time.sleep(0.02)
+            backends.leases.release(acq.lease, JobStatus.SUCCEEDED)
+        else:
+            assert acq.verdict == Verdict.AT_CAP
+            capped += 1
+    results.put((got, capped))
+
+
+@pytest.mark.parametrize("caps", [{"acme": None}, {"acme": 3, "globex": 2}])
+class TestRace:
+    def test_cap_holds_across_processes(self, settings, caps):
+        """Eight processes racing acquire/release never exceed the cap; nothing leaks."""
+        backends = connect(settings)
+        for tenant, cap in caps.items():
+            if cap is not None:
+                backends.tenants.put(TenantConfig(tenant_id=tenant, cap=cap))
+        limits = {t: c or settings.default_cap for t, c in caps.items()}
+        tenants = tuple(caps)
+        ctx = multiprocessing.get_context("spawn")
+        results = ctx.Queue()
+        procs = [ctx.Process(target=_racer, args=(settings, tenants, 40, f"host{n}", results))
+                 for n in range(8)]
+        for p in procs:
+            p.start()
+        samples, worst = 0, {}
+        while any(p.is_alive() for p in procs):
+            per_tenant: dict[str, int] = {}
+            for lease in backends.leases.leases():
+                per_tenant[lease.tenant_id] = per_tenant.get(lease.tenant_id, 0) + 1
+            for t, n in per_tenant.items():
+                worst[t] = max(worst.get(t, 0), n)
+            samples += 1
+        for p in procs:
+            p.join()
+            assert p.exitcode == 0
+        outcomes = [results.get(timeout=5) for _ in procs]
+        assert samples > 10
+        assert all(worst[t] <= limits[t] for t in worst), (worst, limits)
+        assert sum(c for _, c in outcomes) > 0, "the race never hit the cap"
+        assert backends.leases.leases() == []
+        assert all(c["inflight"] == 0 for c in backends.leases.counters().values())
+        done = backends.jobs.list(statuses=["succeeded"])
+        assert len(done) == sum(g for g, _ in outcomes)

@@ -1,0 +1,112 @@
+"""The package layout is the architecture: imports flow only the allowed way."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import imposer
+
+ROOT = Path(imposer.__file__).parent
+
+
+def module_name(path: Path) -> str:
+    return ("imposer." + ".".join(path.relative_to(ROOT).with_suffix("").parts)).removesuffix(
+        ".__init__")
+
+
+def area(module: str) -> str:
+    """Say which entry of the rules a dotted imposer module belongs to."""
+    first = module.split(".")[1] if "." in module else "__init__"
+    if first in imposer.CORE:
+        return "core"
+    return "cli" if first in ("__init__", "__main__") else first
+
+
+def is_module(dotted: str) -> bool:
+    path = ROOT.joinpath(*dotted.split(".")[1:])
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """Every imposer module *path* imports, at any depth (lazy imports count too)."""
+    package = module_name(path) if path.name == "__init__.py" else \
+        module_name(path).rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("imposer")]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            if base.split(".")[0] != "imposer":
+                continue
+            for alias in node.names:  # `from imposer.aws import s3` imports a module
+                sub = f"{base}.{alias.name}"
+                found.append((node.lineno, sub if is_module(sub) else base))
+    return found
+
+
+def allowed(source: str, target: str) -> bool:
+    src, dst = area(source), area(target)
+    rules = imposer.ALLOWED_IMPORTS[src]
+    if src == dst or "*" in rules or dst in rules:
+        return True
+    return dst == "aws" and ".".join(target.split(".")[1:3]) in rules
+
+
+def violations(paths) -> list[str]:
+    bad = []
+    for path in paths:
+        module = module_name(path)
+        bad += [f"{path.relative_to(ROOT.parent)}:{line}: {module} -> {target}"
+                for line, target in imports_of(path)
+                if target != "imposer" and not allowed(module, target)]
+    return bad
+
+
+class TestImportDirections:
+    def test_every_package_has_a_rule(self):
+        """Each subpackage of imposer is named in ALLOWED_IMPORTS, so a new one needs a rule."""
+        packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
+        assert packages <= set(imposer.ALLOWED_IMPORTS), packages - set(imposer.ALLOWED_IMPORTS)
+
+    def test_imports_follow_the_rules(self):
+        """No module imports a package its own package may not depend on."""
+        assert violations(sorted(ROOT.rglob("*.py"))) == []
+
+    @pytest.mark.parametrize("line", [
+        "from imposer.aws import sqs", "import imposer.aws.dynamodb",
+        "from imposer.state.leases import LeaseStore", "from imposer.worker import pool",
+    ])
+    def test_a_pool_child_reaching_sqs_or_state_fails(self, tmp_path, line):
+        """The check catches a child module that imports SQS, DynamoDB, state or the parent."""
+        fake = ROOT / "child" / "_probe_for_test.py"
+        fake.write_text(line + "\n")
+        try:
+            assert violations([fake]), f"{line!r} was not caught"
+        finally:
+            fake.unlink()
+
+    def test_a_child_may_use_s3(self):
+        """The storage adapter is the child's one door to AWS."""
+        fake = ROOT / "child" / "_probe_for_test.py"
+        fake.write_text("from imposer.aws import s3\nfrom imposer.aws.session import CALLS\n")
+        try:
+            assert violations([fake]) == []
+        finally:
+            fake.unlink()
+
+    def test_the_client_shares_only_models(self):
+        """The tenant-side client imports nothing of the service but models."""
+        fake = ROOT / "client" / "_probe_for_test.py"
+        fake.write_text("from imposer.errors import ConfigError\n")
+        try:
+            assert violations([fake]) == ["imposer/client/_probe_for_test.py:1: "
+                                          "imposer.client._probe_for_test -> imposer.errors"]
+        finally:
+            fake.unlink()

@@ -1,0 +1,348 @@
+"""imposer.webhooks.delivery: the SSRF guard and delivery to a real loopback HTTP server."""
+
+from __future__ import annotations
+
+import datetime
+import queue
+import socket
+import ssl
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from imposer.client import verify_webhook
+from imposer.models import JobStatus
+from imposer.webhooks.delivery import EVENT_FIELDS, Notifier, build_event
+from imposer.webhooks.urlguard import WebhookRefused, check_url, host_allowed
+
+SECRET = "tenant-secret"
+EVENT = build_event(job_id="job-1", tenant_id="acme", token="order-42", status=JobStatus.SUCCEEDED,
+                    output="s3://imposer-artwork/tenants/acme/jobs/job-1/plate.pdf")
+
+
+def resolver(*addresses: str, calls: list | None = None):
+    """Return a getaddrinfo stand-in answering every name with *addresses*."""
+    def resolve(host, port, *args, **kwargs):
+        if calls is not None:
+            calls.append(host)
+        return [(socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "",
+                 (a, port)) for a in addresses]
+    return resolve
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 (http.server's naming)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.requests.append((dict(self.headers.items()), body, time.monotonic()))
+        code = self.server.codes.pop(0) if self.server.codes else 200
+        self.send_response(code)
+        if 300 <= code < 400:
+            self.send_header("Location", "http://169.254.169.254/latest/meta-data/")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def receiver():
+    """A real HTTP server on 127.0.0.1 answering with scripted status codes."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.codes, server.requests = [], []
+    server.url = f"http://127.0.0.1:{server.server_port}/hook"
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _certificates(tmp_path, name: str):
+    """Write a CA and a server certificate for *name*; return (CA PEM, cert path, key path)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def issue(subject, issuer, public_key, signer, ca: bool):
+        start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=1)
+        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+                   .public_key(public_key).serial_number(x509.random_serial_number())
+                   .not_valid_before(start).not_valid_after(start + datetime.timedelta(days=2))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if ca:
+            builder = builder.add_extension(x509.KeyUsage(
+                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                key_encipherment=False, data_encipherment=False, key_agreement=False,
+                encipher_only=False, decipher_only=False), critical=True)
+        else:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "imposer test CA")])
+    ca = issue(ca_name, ca_name, ca_key.public_key(), ca_key, ca=True)
+    leaf = issue(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]), ca_name,
+                 key.public_key(), ca_key, ca=False)
+    cert_path, key_path = tmp_path / "server.pem", tmp_path / "server.key"
+    cert_path.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return ca.public_bytes(serialization.Encoding.PEM).decode(), cert_path, key_path
+
+
+@pytest.fixture
+def tls_receiver(tmp_path):
+    """An HTTPS server on 127.0.0.1 holding a certificate for hooks.acme.test."""
+    ca_pem, cert, key = _certificates(tmp_path, "hooks.acme.test")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.codes, server.requests = [], []
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert, key)
+    server.socket = server_context.wrap_socket(server.socket, server_side=True)
+    server.trust = ssl.create_default_context(cadata=ca_pem)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def results():
+    return queue.Queue()
+
+
+@pytest.fixture
+def notifier(results):
+    """A loopback-enabled notifier with fast retries, reporting into *results*."""
+    n = Notifier(lambda *r: results.put(r), attempts=3, base_delay=0.05, timeout=5.0,
+                 allow_http_loopback=True).start()
+    yield n
+    n.stop(5)
+
+
+class TestCheckUrl:
+    @pytest.mark.parametrize("url, reason", [
+        ("https://169.254.169.254/latest/meta-data/", "metadata"),
+        ("https://10.0.0.1/hook", "private"),
+        ("https://[fd00:ec2::254]/hook", "metadata"),
+        ("https://[::ffff:10.0.0.1]/hook", "private"),
+        ("https://0.0.0.0/hook", "unspecified"),
+        ("https://224.0.0.1/hook", "multicast"),
+    ])
+    def test_refuses_internal_literals(self, url, reason):
+        """Literal internal addresses are refused even when the tenant allowed them."""
+        host = url.split("/")[2].strip("[]")
+        with pytest.raises(WebhookRefused, match=reason):
+            check_url(url, [host])
+
+    def test_refuses_localhost_when_not_enabled(self):
+        """localhost is refused unless the loopback exception is switched on."""
+        with pytest.raises(WebhookRefused, match="loopback"):
+            check_url("https://localhost/hook", ["localhost"])
+
+    def test_refuses_http(self):
+        """Plain http is refused when loopback is not enabled, whatever the host."""
+        with pytest.raises(WebhookRefused, match="https"):
+            check_url("http://hooks.acme.test/x", ["hooks.acme.test"],
+                      resolve=resolver("93.184.216.34"))
+
+    def test_http_only_to_loopback(self):
+        """With the exception on, plain http to a public address is still refused."""
+        with pytest.raises(WebhookRefused, match="loopback only"):
+            check_url("http://hooks.acme.test/x", ["hooks.acme.test"], allow_http_loopback=True,
+                      resolve=resolver("93.184.216.34"))
+
+    def test_refuses_host_off_allow_list(self):
+        """A host outside the tenant's allow-list is refused before any DNS lookup."""
+        calls: list = []
+        with pytest.raises(WebhookRefused, match="allow-list"):
+            check_url("https://evil.example.net/x", ["hooks.acme.test"],
+                      resolve=resolver("93.184.216.34", calls=calls))
+        assert calls == []
+
+    def test_refuses_name_resolving_private(self):
+        """An allowed name that resolves to a private address is refused."""
+        with pytest.raises(WebhookRefused, match="10.1.2.3"):
+            check_url("https://hooks.acme.test/x", ["hooks.acme.test"],
+                      resolve=resolver("10.1.2.3"))
+
+    def test_refuses_if_any_address_private(self):
+        """One private address among public ones is enough to refuse."""
+        with pytest.raises(WebhookRefused, match="192.168.1.5"):
+            check_url("https://hooks.acme.test/x", ["hooks.acme.test"],
+                      resolve=resolver("93.184.216.34", "192.168.1.5"))
+
+    def test_refuses_credentials(self):
+        """A URL carrying user:password is refused."""
+        with pytest.raises(WebhookRefused, match="credentials"):
+            check_url("https://u:p@hooks.acme.test/x", ["hooks.acme.test"],
+                      resolve=resolver("93.184.216.34"))
+
+    def test_accepts_public(self):
+        """An allowed https host with public addresses yields those addresses to connect to."""
+        target = check_url("https://Hooks.Acme.test/x", ["hooks.acme.test"],
+                           resolve=resolver("93.184.216.34", "2606:4700::1"))
+        assert target.addresses == ("93.184.216.34", "2606:4700::1")
+        assert (target.host, target.port) == ("hooks.acme.test", 443)
+
+    def test_unresolvable_is_oserror(self):
+        """A name that does not resolve raises OSError (retryable), not a refusal."""
+        def fail(*args, **kwargs):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        with pytest.raises(OSError):
+            check_url("https://hooks.acme.test/x", ["hooks.acme.test"], resolve=fail)
+
+
+class TestHostAllowed:
+    @pytest.mark.parametrize("host, allowed", [
+        ("hooks.example.com", True), ("a.b.example.com", True), ("example.com", False),
+        ("badexample.com", False), ("example.com.evil.net", False),
+    ])
+    def test_wildcard(self, host, allowed):
+        """``*.example.com`` matches subdomains only, never the apex or look-alikes."""
+        assert host_allowed(host, ["*.example.com"]) is allowed
+
+    def test_exact(self):
+        """An exact entry matches itself, ignoring case and a trailing dot."""
+        assert host_allowed("Hooks.Acme.test.", ["hooks.acme.test"])
+        assert not host_allowed("other.acme.test", ["hooks.acme.test"])
+
+
+class TestBuildEvent:
+    def test_fields(self):
+        """The event has every documented field, absent ones null, status as text."""
+        assert set(EVENT) == set(EVENT_FIELDS)
+        assert EVENT["status"] == "succeeded" and EVENT["error"] is None
+
+
+class TestNotifier:
+    def test_refused_without_request(self, receiver, results):
+        """A name resolving to loopback and a private address is refused and nothing is sent."""
+        n = Notifier(lambda *r: results.put(r), allow_http_loopback=True,
+                     resolve=resolver("127.0.0.1", "10.0.0.1")).start()
+        n.notify(f"http://hooks.test:{receiver.server_port}/hook", EVENT, SECRET, ["hooks.test"])
+        assert n.stop(5)
+        job_id, status, detail = results.get(timeout=5)
+        assert (job_id, status) == ("job-1", "refused") and "10.0.0.1" in detail
+        assert receiver.requests == []
+
+    def test_metadata_refused(self, notifier, results):
+        """A URL naming the metadata address is reported refused."""
+        notifier.notify("https://169.254.169.254/latest", EVENT, SECRET, ["169.254.169.254"])
+        assert results.get(timeout=5)[1:] == ("refused", "169.254.169.254 resolves to "
+                                              "169.254.169.254, a cloud metadata address")
+
+    def test_delivers_verifiable_signature(self, notifier, receiver, results):
+        """A delivered event carries a signature the client's verify_webhook accepts."""
+        notifier.notify(receiver.url, EVENT, SECRET, ["127.0.0.1"])
+        assert results.get(timeout=10) == ("job-1", "delivered", "HTTP 200 on attempt 1")
+        ((headers, body, _),) = receiver.requests
+        assert verify_webhook(headers, body, SECRET) == EVENT
+        assert headers["Content-Type"] == "application/json"
+
+    def test_retries_with_backoff(self, notifier, receiver, results):
+        """A 500 is retried after the base delay and the next 200 counts as delivered."""
+        receiver.codes[:] = [500, 200]
+        notifier.notify(receiver.url, EVENT, SECRET, ["127.0.0.1"])
+        assert results.get(timeout=10) == ("job-1", "delivered", "HTTP 200 on attempt 2")
+        first, second = (r[2] for r in receiver.requests)
+        assert second - first >= 0.05
+
+    def test_reports_failure(self, notifier, receiver, results):
+        """A receiver failing every attempt is reported failed after the last attempt."""
+        receiver.codes[:] = [503, 503, 503]
+        notifier.notify(receiver.url, EVENT, SECRET, ["127.0.0.1"])
+        assert results.get(timeout=10) == ("job-1", "failed", "HTTP 503 after 3 attempts")
+        assert len(receiver.requests) == 3
+        gaps = [b[2] - a[2] for a, b in zip(receiver.requests, receiver.requests[1:])]
+        assert gaps[1] >= 0.1  # the second wait doubles the first
+
+    def test_client_error_not_retried(self, notifier, receiver, results):
+        """A 4xx other than 408/429 fails at once: retrying cannot help."""
+        receiver.codes[:] = [404]
+        notifier.notify(receiver.url, EVENT, SECRET, ["127.0.0.1"])
+        assert results.get(timeout=10) == ("job-1", "failed", "HTTP 404 on attempt 1")
+        assert len(receiver.requests) == 1
+
+    def test_redirect_not_followed(self, notifier, receiver, results):
+        """A redirect (here to the metadata address) is not followed."""
+        receiver.codes[:] = [302]
+        notifier.notify(receiver.url, EVENT, SECRET, ["127.0.0.1"])
+        assert results.get(timeout=10)[1] == "failed"
+        assert len(receiver.requests) == 1
+
+    def test_connection_refused_retried(self, notifier, results):
+        """A receiver that is down is retried, then reported failed."""
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        notifier.notify(f"http://127.0.0.1:{port}/hook", EVENT, SECRET, ["127.0.0.1"])
+        job_id, status, detail = results.get(timeout=10)
+        assert status == "failed" and "after 3 attempts" in detail
+
+    def test_survives_broken_callback(self, receiver):
+        """An exception in on_result is logged and the thread keeps delivering."""
+        seen = queue.Queue()
+
+        def on_result(*result):
+            seen.put(result)
+            raise RuntimeError("callback bug")
+
+        n = Notifier(on_result, allow_http_loopback=True).start()
+        n.notify(receiver.url, EVENT, SECRET, ["127.0.0.1"])
+        n.notify(receiver.url, {**EVENT, "job_id": "job-2"}, SECRET, ["127.0.0.1"])
+        assert [seen.get(timeout=10)[0] for _ in range(2)] == ["job-1", "job-2"]
+        assert n.is_alive()
+        assert n.stop(5)
+
+    def test_stop_drains(self, receiver, results):
+        """stop() delivers everything already queued before the thread ends."""
+        n = Notifier(lambda *r: results.put(r), allow_http_loopback=True).start()
+        for k in range(5):
+            n.notify(receiver.url, {**EVENT, "job_id": f"job-{k}"}, SECRET, ["127.0.0.1"])
+        assert n.stop(10) is True
+        assert not n.is_alive()
+        assert sorted(results.get_nowait()[0] for _ in range(5)) == [f"job-{k}" for k in range(5)]
+
+    def test_stop_timeout_abandons_retries(self, receiver, results):
+        """Past stop's timeout, a pending retry is reported failed instead of waited for."""
+        receiver.codes[:] = [500]
+        n = Notifier(lambda *r: results.put(r), allow_http_loopback=True, base_delay=60).start()
+        n.notify(receiver.url, EVENT, SECRET, ["127.0.0.1"])
+        while not receiver.requests:
+            time.sleep(0.01)
+        assert n.stop(0.2) is False
+        assert results.get(timeout=5) == ("job-1", "failed", "notifier stopped before delivery")
+        assert not n.is_alive()
+
+
+class TestNotifierTls:
+    def test_https_to_checked_address(self, tls_receiver, results):
+        """Over https the request goes to the checked address; TLS verifies the URL's host."""
+        n = Notifier(lambda *r: results.put(r), allow_http_loopback=True,
+                     ssl_context=tls_receiver.trust, resolve=resolver("127.0.0.1")).start()
+        n.notify(f"https://hooks.acme.test:{tls_receiver.server_port}/hook", EVENT, SECRET,
+                 ["*.acme.test"])
+        assert results.get(timeout=10) == ("job-1", "delivered", "HTTP 200 on attempt 1")
+        ((headers, body, _),) = tls_receiver.requests
+        assert headers["Host"] == f"hooks.acme.test:{tls_receiver.server_port}"
+        assert verify_webhook(headers, body, SECRET) == EVENT
+        assert n.stop(5)
+
+    def test_https_wrong_certificate(self, tls_receiver, results):
+        """A certificate for another host name fails the delivery; nothing reaches the handler."""
+        n = Notifier(lambda *r: results.put(r), allow_http_loopback=True, attempts=1,
+                     ssl_context=tls_receiver.trust, resolve=resolver("127.0.0.1")).start()
+        n.notify(f"https://other.acme.test:{tls_receiver.server_port}/hook", EVENT, SECRET,
+                 ["*.acme.test"])
+        job_id, status, detail = results.get(timeout=10)
+        assert status == "failed" and "certificate" in detail.lower()
+        assert tls_receiver.requests == []
+        assert n.stop(5)

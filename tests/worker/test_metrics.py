@@ -1,0 +1,137 @@
+"""Metrics: EMF records, the stranded/shortage split, and what the parent emits."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from imposer.clock import ManualClock
+from imposer.metrics import Metrics
+from imposer.models import TenantConfig
+from imposer.worker.contention import ContentionMeter
+from imposer.worker.pool import Pool
+from imposer.worker.supervisor import Supervisor
+from imposer.worker.wiring import connect
+from tests.fixtures.workers import FAKE, layout, submit_jobs
+
+
+class _Capture(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+@pytest.fixture
+def emitted():
+    handler = _Capture()
+    logger = logging.getLogger("imposer.metrics")
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield handler.records
+    logger.removeHandler(handler)
+    logger.setLevel(old_level)
+
+
+class TestMetrics:
+    def test_emf_record_shape(self, emitted):
+        """A data point is an EMF record: namespace, dimensions, unit and the value at top level."""
+        clock = ManualClock(start=1_800_000_000)
+        Metrics("imposer-test", clock).emit("cap_defer", 1, tenant_id="acme")
+        record = emitted[-1]
+        emf = record._aws
+        assert emf["Timestamp"] == 1_800_000_000_000
+        directive = emf["CloudWatchMetrics"][0]
+        assert directive["Namespace"] == "imposer-test"
+        assert directive["Dimensions"] == [["tenant_id"]]
+        assert directive["Metrics"] == [{"Name": "cap_defer", "Unit": "Count"}]
+        assert record.cap_defer == 1 and record.tenant_id == "acme"
+        assert record.action == "metric"
+
+    def test_totals_filter_by_dimension(self):
+        """Totals add up per metric and can be narrowed by any dimension."""
+        metrics = Metrics()
+        metrics.emit("lease_recovered", 1, tenant_id="a", host="h1")
+        metrics.emit("lease_recovered", 1, tenant_id="a", host="h2")
+        metrics.emit("lease_recovered", 1, tenant_id="b", host="h1")
+        assert metrics.total("lease_recovered") == 3
+        assert metrics.total("lease_recovered", tenant_id="a") == 2
+        assert metrics.total("lease_recovered", host="h1") == 2
+
+
+class TestContention:
+    def make(self, slots=8):
+        clock = ManualClock()
+        metrics = Metrics(clock=clock)
+        return ContentionMeter(slots, window=300, clock=clock, metrics=metrics, host="h"), clock, \
+            metrics
+
+    def test_idle_slots_while_capped_tenant_waits_are_stranded(self):
+        """Four idle slots and ten capped jobs waiting for 100 s strand 400 slot-seconds."""
+        meter, clock, metrics = self.make()
+        meter.sample(busy=4, queued=0)
+        for n in range(10):
+            meter.deferred("heavy", f"j{n}")
+        clock.advance(100)
+        assert meter.sample(busy=4, queued=0) == (400, 0)
+        assert metrics.total("stranded_seconds", host="h") == 400
+
+    def test_stranded_bounded_by_waiting_jobs(self):
+        """Only as many idle slots as there are capped jobs waiting count as stranded."""
+        meter, clock, _ = self.make()
+        meter.sample(busy=2, queued=0)
+        meter.deferred("heavy", "j1")
+        meter.deferred("heavy", "j2")
+        clock.advance(10)
+        assert meter.sample(busy=2, queued=0) == (20, 0)
+
+    def test_full_pool_with_queued_work_is_shortage(self):
+        """All slots busy with messages waiting is shortage, not stranded capacity."""
+        meter, clock, metrics = self.make()
+        meter.sample(busy=8, queued=5)
+        meter.deferred("heavy", "j1")
+        clock.advance(7)
+        assert meter.sample(busy=8, queued=5) == (0, 7)
+        assert metrics.total("shortage_seconds") == 7
+
+    def test_started_and_stale_deferrals_stop_counting(self):
+        """A deferred job that started, or was last deferred long ago, no longer strands."""
+        meter, clock, _ = self.make()
+        meter.sample(busy=0, queued=0)
+        meter.deferred("heavy", "j1")
+        meter.deferred("heavy", "j2")
+        meter.started("j1")
+        clock.advance(5)
+        assert meter.sample(busy=0, queued=0) == (5, 0)
+        clock.advance(301)
+        assert meter.capped_waiting() == 0
+
+
+class TestParentEmits:
+    def test_cap_defer_and_queue_wait_values(self, settings, tmp_path):
+        """One pass over the queue emits queue wait from submission and cap_defer for the overflow."""
+        clock = ManualClock(start=time.time())
+        settings = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE))
+        backends = connect(settings, clock=clock)
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        submit_jobs(settings, tmp_path, "acme", 2, layout())
+        clock.advance(42)
+        supervisor = Supervisor(backends, Pool(2, settings))
+        supervisor.pool.start()
+        try:
+            for _ in range(5):
+                supervisor.fill_free_slots()
+                if backends.metrics.total("cap_defer") >= 1:
+                    break
+            assert backends.metrics.total("cap_defer", tenant_id="acme") == 1
+            waits = [v for (name, _), vals in backends.metrics.samples.items()
+                     if name == "queue_wait" for v in vals]
+            assert len(waits) == 1 and waits[0] == pytest.approx(42, abs=5)
+            assert supervisor.contention.capped_waiting() == 1
+        finally:
+            supervisor.pool.stop(timeout=0)
