@@ -71,6 +71,13 @@ class ResourceLimitExceeded(PermanentJobError):
     kind = "resource"
 
 
+class TooLarge(PermanentJobError):
+    """The input exceeds the engine's budget (pages, sheet area, objects, memory): it would
+    take a slot for minutes and fail anyway, so it fails at once."""
+
+    kind = "too_large"
+
+
 class TransientJobError(JobError):
     """The attempt failed for a reason that may pass; the job is retried."""
 
