@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Protocol
 
 
 class SystemClock:
@@ -40,3 +41,11 @@ class ManualClock:
         with self._lock:
             self._now += seconds
             self._mono += seconds
+
+
+class Clock(Protocol):
+    """What code that needs the time takes: both readings, so tests can move them."""
+
+    def time(self) -> float: ...
+
+    def monotonic(self) -> float: ...

@@ -3,7 +3,8 @@
 The names are the seed's words: ``cap_defer`` (per tenant),
 ``lease_recovered`` (per tenant and host), ``queue_wait`` (per job, seconds),
 ``slot_utilisation`` (per host) and ``jobs`` (by outcome). Every emission is
-also kept in ``totals`` so tests and ``imposer stats`` can read it back.
+also summed in ``totals`` and counted in ``counts`` (bounded by the metric and
+dimension names, never by time) so tests and the demo can read it back.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 import threading
 from typing import Any
 
-from imposer.clock import SystemClock
+from imposer.clock import Clock, SystemClock
 
 logger = logging.getLogger("imposer.metrics")
 
@@ -32,11 +33,11 @@ UNITS = {
 class Metrics:
     """Emit EMF records and keep running totals keyed by (name, dimensions)."""
 
-    def __init__(self, namespace: str = "imposer", clock=None) -> None:
+    def __init__(self, namespace: str = "imposer", clock: Clock | None = None) -> None:
         self.namespace = namespace
         self.clock = clock or SystemClock()
         self.totals: collections.Counter = collections.Counter()
-        self.samples: dict[tuple, list[float]] = collections.defaultdict(list)
+        self.counts: collections.Counter = collections.Counter()
         self._lock = threading.Lock()
 
     def emit(self, name: str, value: float = 1, **dimensions: Any) -> None:
@@ -45,7 +46,7 @@ class Metrics:
         key = (name, tuple(sorted(dims.items())))
         with self._lock:
             self.totals[key] += value
-            self.samples[key].append(value)
+            self.counts[key] += 1
         record = {
             "_aws": {
                 "Timestamp": int(self.clock.time() * 1000),
@@ -63,7 +64,14 @@ class Metrics:
 
     def total(self, name: str, **dimensions: Any) -> float:
         """Sum of *name* over every emission whose dimensions include *dimensions*."""
+        return self._sum(self.totals, name, dimensions)
+
+    def count(self, name: str, **dimensions: Any) -> int:
+        """How many data points of *name* had dimensions including *dimensions*."""
+        return int(self._sum(self.counts, name, dimensions))
+
+    def _sum(self, table: collections.Counter, name: str, dimensions: dict) -> float:
         want = {k: str(v) for k, v in dimensions.items()}
         with self._lock:
-            return sum(v for (n, dims), v in self.totals.items()
+            return sum(v for (n, dims), v in table.items()
                        if n == name and want.items() <= dict(dims).items())

@@ -46,10 +46,6 @@ class Update:
             self._set.append(f"{n} = if_not_exists({n}, {self.value(value)})")
         return self
 
-    def set_raw(self, clause: str) -> "Update":
-        self._set.append(clause)
-        return self
-
     def remove(self, *attrs_: str) -> "Update":
         self._remove.extend(self.name(a) for a in attrs_)
         return self

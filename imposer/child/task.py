@@ -47,7 +47,7 @@ class TaskRunner:
         began = time.monotonic()
         try:
             with tempfile.TemporaryDirectory(prefix=f"imposer-{req.job_id}-") as tmp:
-                summary = self._run(req, Path(tmp), timings)
+                summary = self._run(spec, Path(tmp), timings)
             pace = self.settings.pace_seconds - (time.monotonic() - began)
             if pace > 0:
                 time.sleep(pace)
@@ -75,9 +75,10 @@ class TaskRunner:
         return Outcome(job_id=req.job_id, fate=fate, reason=str(exc), error_kind=exc.kind,
                        timings=timings)
 
-    def _run(self, req: JobRequest, tmp: Path, timings: dict[str, float]) -> dict[str, Any]:
+    def _run(self, spec: TaskSpec, tmp: Path, timings: dict[str, float]) -> dict[str, Any]:
         from imposer.engine import load_layout
 
+        req = spec.request
         t0 = time.monotonic()
         source = tmp / "input.pdf"
         self.storage.download(S3Uri.parse(req.input), source)
@@ -85,7 +86,7 @@ class TaskRunner:
         timings["download"] = round(time.monotonic() - t0, 4)
         t1 = time.monotonic()
         plate = tmp / "plate.pdf"
-        sheets = self._impose(req, layout, source, plate, tmp)
+        sheets = self._impose(spec, layout, source, plate, tmp)
         timings["impose"] = round(time.monotonic() - t1, 4)
         t2 = time.monotonic()
         size = self.storage.upload(plate, S3Uri.parse(req.output))
@@ -105,7 +106,9 @@ class TaskRunner:
         except ValueError as exc:
             raise LayoutError(f"layout file {layout} is not JSON: {exc}") from None
 
-    def _impose(self, req: JobRequest, layout, source: Path, plate: Path, tmp: Path) -> int | None:
+    def _impose(self, spec: TaskSpec, layout, source: Path, plate: Path,
+                tmp: Path) -> int | None:
+        req = spec.request
         if self.settings.engine == "open":
             from imposer.engine import impose
 
@@ -117,8 +120,9 @@ class TaskRunner:
         command = build_command(self.settings.pdftoolbox, self.settings.pdftoolbox_args,
                                 layout.pdftoolbox_profile, source, plate,
                                 layout.pdftoolbox_variables)
-        result = run_tool(command, timeout=self.settings.job_timeout_seconds,
-                          memory_limit_mb=self.settings.memory_limit_mb, cwd=tmp)
+        result = run_tool(command, timeout=spec.timeout,
+                          memory_limit_mb=self.settings.memory_limit_mb, cwd=tmp,
+                          tenant_id=req.tenant_id, job_id=req.job_id)
         logger.info("pdfToolbox finished job %s in %.2fs (exit %s, peak %.0f MB)", req.job_id,
                     result.seconds, result.returncode, result.peak_rss_mb,
                     extra=extra("tool_done", req.tenant_id, req.job_id))

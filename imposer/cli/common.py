@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import functools
 import sys
+from typing import NoReturn
 
+import attrs
 import click
 
 from imposer import logs
 from imposer.errors import BackendError, ConfigError, ImposerError
+from imposer.models.exits import Exit
 from imposer.settings import Settings, env_help
-
-#: Exit codes; boot failures are distinct so systemd does not restart in a loop.
-EXIT_CONFIG = 3
-EXIT_BACKEND = 4
 
 _TYPES = {int: int, float: float, str: str}
 
@@ -33,9 +32,7 @@ def settings_options(*names: str):
             return func(settings=settings, **kwargs)
 
         for name in reversed(names):
-            from attrs import fields_dict
-
-            kind = fields_dict(Settings)[name].metadata["kind"]
+            kind = attrs.fields_dict(Settings)[name].metadata["kind"]
             flag = "--" + name.replace("_", "-")
             if kind not in _TYPES:  # booleans
                 wrapper = click.option(flag + "/--no-" + flag[2:], default=None,
@@ -49,11 +46,14 @@ def settings_options(*names: str):
 
 
 AWS_NAMES = ("region", "queue_name", "dlq_name", "bucket", "table_prefix")
+#: Every setting: `imposer run` takes them all.
+ALL_NAMES = tuple(f.name for f in attrs.fields(Settings))
 
 
-def fail(message: str, code: int) -> None:
-    click.echo(f"imposer: error: {message}", err=True)
-    sys.exit(code)
+def fail(message: str, code: int, kind: str = "error") -> NoReturn:
+    """Print ``imposer: <kind>: <message>`` on stderr and exit with *code*: one error style."""
+    click.echo(f"imposer: {kind}: {message}", err=True)
+    sys.exit(int(code))
 
 
 def handle_errors(func):
@@ -64,11 +64,11 @@ def handle_errors(func):
         try:
             return func(*args, **kwargs)
         except ConfigError as exc:
-            fail(str(exc), EXIT_CONFIG)
+            fail(str(exc), Exit.CONFIG)
         except BackendError as exc:
-            fail(str(exc), EXIT_BACKEND)
+            fail(str(exc), Exit.BACKEND)
         except ImposerError as exc:
-            fail(str(exc), 1)
+            fail(str(exc), Exit.FAILED)
 
     return wrapper
 

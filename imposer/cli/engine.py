@@ -8,25 +8,16 @@ registers these commands.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
+from imposer.cli.common import fail
 from imposer.engine.impose import impose
 from imposer.engine.presets import list_presets, load_layout
 from imposer.engine.units import fmt, mm
 from imposer.errors import ImposerError, InputPdfError, LayoutError
-
-#: Exit status for a layout or input PDF that cannot be used.
-EXIT_BAD_INPUT = 2
-#: Exit status for anything else that stopped the run (e.g. output not writable).
-EXIT_FAILED = 1
-
-
-def _fail(message: str, status: int) -> None:
-    click.echo(f"imposer: {message}", err=True)
-    sys.exit(status)
+from imposer.models.exits import Exit
 
 
 @click.command("layouts")
@@ -36,7 +27,7 @@ def layouts_command(as_json: bool) -> None:
     try:
         presets = list_presets()
     except LayoutError as exc:
-        _fail(f"bad built-in preset: {exc}", EXIT_FAILED)
+        fail(f"bad built-in preset: {exc}", Exit.FAILED)
     if as_json:
         click.echo(json.dumps([{
             "name": p.name, "kind": p.kind.value, "sheet": p.sheet.label,
@@ -60,9 +51,9 @@ def impose_command(layout: str, in_pdf: Path, out_pdf: Path) -> None:
         spec = load_layout(Path(layout) if Path(layout).is_file() else layout)
         summary = impose(spec, in_pdf, out_pdf)
     except (LayoutError, InputPdfError) as exc:
-        _fail(f"{exc.kind}: {exc}", EXIT_BAD_INPUT)
+        fail(str(exc), Exit.USAGE, kind=exc.kind)
     except (ImposerError, OSError) as exc:
-        _fail(f"cannot impose: {exc}", EXIT_FAILED)
+        fail(f"cannot impose: {exc}", Exit.FAILED)
     w, h = summary.sheet_width, summary.sheet_height
     click.echo(
         f"{summary.sheets} sheets ({summary.sides} sides) of {fmt(w, 2)} x {fmt(h, 2)} pt "

@@ -97,7 +97,8 @@ def tenants_list(settings: Settings, as_json: bool) -> None:
         rows.append({"tenant_id": config.tenant_id,
                      "cap": config.cap if config.cap is not None else settings.default_cap,
                      "override": config.cap is not None,
-                     "inflight": int(counters.get(config.tenant_id, {}).get("inflight", 0)),
+                     "inflight": counters[config.tenant_id].inflight
+                     if config.tenant_id in counters else 0,
                      "webhook_hosts": list(config.webhook_hosts)})
     if as_json:
         click.echo(json.dumps(rows, indent=2))
@@ -155,8 +156,8 @@ def why(settings: Settings, job_id: str, as_json: bool) -> None:
     from imposer.worker.wiring import connect
 
     b = connect(settings)
-    caps = {c.tenant_id: c.cap for c in b.tenants.list() if c.cap is not None}
-    answer = explain(job_id, b.jobs.get(job_id), b.leases.leases(), caps, settings.default_cap,
+    answer = explain(job_id, b.jobs.get(job_id), b.leases.leases(), b.tenants.caps(),
+                     settings.default_cap,
                      b.jobs.list(), settings.slots, settings, time.time())
     if as_json:
         click.echo(json.dumps(answer.to_dict(), indent=2))
@@ -242,10 +243,9 @@ def run_stats(settings: Settings, since_seconds: float | None, as_json: bool,
 
     backends = connect(settings)
     now = backends.clock.time() if now is None else now
-    caps = {c.tenant_id: c.cap for c in backends.tenants.list() if c.cap is not None}
     data = summary(backends.jobs.list(), slots_per_host=settings.slots, now=now,
                    since=None if since_seconds is None else now - since_seconds,
-                   caps=caps, default_cap=settings.default_cap)
+                   caps=backends.tenants.caps(), default_cap=settings.default_cap)
     if as_json:
         echo(json.dumps(data, indent=2))
     else:

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from imposer.cli.common import EXIT_BACKEND, fail, settings_options
+from imposer.cli.common import fail, settings_options
+from imposer.models.exits import Exit
 from imposer.settings import Settings
 
 
@@ -37,12 +38,12 @@ def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url) -
     except AdmissionError as exc:
         fail(str(exc), exc.exit_code)
     except SubmitError as exc:
-        fail(str(exc), getattr(exc, "exit_code", EXIT_BACKEND))
+        fail(str(exc), getattr(exc, "exit_code", Exit.BACKEND))
     except (ValueError, FileNotFoundError) as exc:
-        fail(str(exc), 2)
+        fail(str(exc), Exit.USAGE)
     except Exception as exc:
         if type(exc).__module__.startswith("redis"):  # admission store unreachable
-            fail(f"cannot use Redis at {redis_url} for admission control: {exc}", EXIT_BACKEND)
+            fail(f"cannot use Redis at {redis_url} for admission control: {exc}", Exit.BACKEND)
         raise
     click.echo(f"submitted job {request.job_id} for {tenant} (token {request.token})")
     click.echo(f"plate will be written to {request.output}")

@@ -10,12 +10,13 @@ import click
 
 from imposer import logs
 from imposer.cli.common import (
+    ALL_NAMES,
     AWS_NAMES,
-    EXIT_CONFIG,
     fail,
     handle_errors,
     settings_options,
 )
+from imposer.models.exits import Exit
 from imposer.settings import Settings
 
 
@@ -38,7 +39,7 @@ def local(port: int, strict_order: bool) -> None:
     try:
         stack = LocalStack(port, fair_queues=not strict_order)
     except OSError as exc:
-        fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}", EXIT_CONFIG)
+        fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}", Exit.CONFIG)
     click.echo(f"AWS_ENDPOINT_URL={stack.url}", nl=True)
     click.echo("# also export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
                "AWS_DEFAULT_REGION=us-east-1; Ctrl-C stops", err=True)
@@ -67,12 +68,14 @@ def init(settings: Settings) -> None:
 @handle_errors
 def sweep(settings: Settings, once: bool, as_json: bool) -> None:
     """Reclaim expired leases of crashed workers and repair counters."""
+    from imposer.worker.messages import Messages
     from imposer.worker.sweep import sweep as run_sweep
     from imposer.worker.wiring import connect
 
     backends = connect(settings)
     while True:
-        report = run_sweep(backends.leases, backends.metrics, settings.host_id, backends.queue)
+        messages = Messages(backends.queue, settings, backends.clock)
+        report = run_sweep(backends.leases, backends.metrics, settings.host_id, messages)
         if as_json:
             click.echo(json.dumps({"reclaimed": [l.job_id for l in report.reclaimed],
                                    "repaired": report.repaired}))
@@ -84,22 +87,13 @@ def sweep(settings: Settings, once: bool, as_json: bool) -> None:
         time.sleep(settings.sweep_seconds)
 
 
-RUN_NAMES = AWS_NAMES + (
-    "slots", "default_cap", "heartbeat_seconds", "lease_ttl_seconds", "defer_seconds",
-    "sweep_seconds", "host_id", "engine", "pdftoolbox", "pdftoolbox_args",
-    "job_timeout_seconds", "memory_limit_mb", "max_attempts", "retry_seconds", "poll_seconds",
-    "grace_seconds", "retention_seconds", "republish_margin_seconds", "republish_receive_count",
-    "borrow", "reserve_slots", "allow_http_loopback", "metrics_namespace", "log_level",
-    "pace_seconds",
-)
-
 
 @click.command()
 @click.option("--max-jobs", type=click.IntRange(min=1), default=None,
               help="Stop taking jobs after this many were started, then drain and exit.")
 @click.option("--exit-when-idle", is_flag=True,
               help="Exit once nothing runs here and the queue holds no message.")
-@settings_options(*RUN_NAMES)
+@settings_options(*ALL_NAMES)
 @handle_errors
 def run(settings: Settings, max_jobs, exit_when_idle) -> None:
     """Run the worker: poll SQS, lease per tenant, impose in a fixed process pool.
@@ -115,14 +109,14 @@ def run(settings: Settings, max_jobs, exit_when_idle) -> None:
     backends = connect(settings)
     for table in (settings.leases_table, settings.jobs_table, settings.tenants_table):
         if not backends.dynamo.table_exists(table):
-            fail(f"table {table} does not exist (run `imposer init`)", EXIT_CONFIG)
+            fail(f"table {table} does not exist (run `imposer init`)", Exit.CONFIG)
     backends.queue.url()
     if settings.engine == "pdftoolbox":
         import shutil
 
         if shutil.which(settings.pdftoolbox) is None:
             fail(f"pdfToolbox not found at {settings.pdftoolbox!r} (set --pdftoolbox or "
-                 "IMPOSER_PDFTOOLBOX, or use --engine open)", EXIT_CONFIG)
+                 "IMPOSER_PDFTOOLBOX, or use --engine open)", Exit.CONFIG)
     notifier = JobNotifier(backends)
     code = Supervisor(backends, max_jobs=max_jobs, exit_when_idle=exit_when_idle,
                       notifier=notifier).run()

@@ -7,23 +7,25 @@ without parsing text. The client shares no exception with the service.
 
 from __future__ import annotations
 
+from imposer.models.exits import Exit
+
 
 class ImposerClientError(Exception):
     """Anything the imposer client raises on purpose."""
 
-    exit_code = 1
+    exit_code = Exit.FAILED
 
 
 class AdmissionError(ImposerClientError):
     """Admission control refused a job before it was published."""
 
-    exit_code = 9
+    exit_code = Exit.ADMISSION
 
 
 class DuplicateToken(AdmissionError):
     """The idempotency token already belongs to a job in flight or completed."""
 
-    exit_code = 10
+    exit_code = Exit.DUPLICATE_TOKEN
 
     def __init__(self, token: str, job_id: str, state: str) -> None:
         #: The token that was offered again.
@@ -46,7 +48,7 @@ class DuplicateToken(AdmissionError):
 class RateLimited(AdmissionError):
     """The tenant submitted its allowed number of jobs within the sliding window."""
 
-    exit_code = 11
+    exit_code = Exit.RATE_LIMITED
 
     def __init__(self, retry_after: float, limit: int, window: float) -> None:
         #: Seconds until the oldest submission leaves the window.
@@ -61,7 +63,7 @@ class RateLimited(AdmissionError):
 class InflightCapReached(AdmissionError):
     """The tenant has as many unconfirmed jobs as its in-flight cap allows."""
 
-    exit_code = 12
+    exit_code = Exit.INFLIGHT_CAP
 
     def __init__(self, cap: int, inflight: int) -> None:
         #: The tenant's in-flight cap.
@@ -74,10 +76,10 @@ class InflightCapReached(AdmissionError):
 class SubmitError(ImposerClientError):
     """Uploading the artwork or publishing the job message failed."""
 
-    exit_code = 13
+    exit_code = Exit.SUBMIT_FAILED
 
 
 class WebhookVerificationError(ImposerClientError):
     """A webhook request is unsigned, wrongly signed, malformed or too old to trust."""
 
-    exit_code = 14
+    exit_code = Exit.WEBHOOK_VERIFICATION

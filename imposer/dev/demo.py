@@ -26,9 +26,11 @@ from imposer.aws.provision import provision
 from imposer.aws.s3 import Storage
 from imposer.dev.samples import A5, numbered_pdf
 from imposer.models import TenantConfig
+from imposer.reports.formatting import format_seconds
 from imposer.reports.stats import percentile
 from imposer.settings import Settings
 from imposer.worker.supervisor import Supervisor
+from imposer.worker.threads import Periodic
 from imposer.worker.wiring import connect
 
 NOISY = "noisy-print-co"
@@ -198,7 +200,7 @@ class Demo:
             waits = [r.queue_wait for r in done if r.queue_wait is not None]
             defers = backends.metrics.total("cap_defer", tenant_id=tenant)
             self.echo(f"{tenant:16} {len(mine):>4} {len(done):>4} "
-                      f"{_s(percentile(waits, 50)):>9} {_s(percentile(waits, 95)):>9} "
+                      f"{format_seconds(percentile(waits, 50)):>9} {format_seconds(percentile(waits, 95)):>9} "
                       f"{max_overlap(mine):>9} {int(defers):>10}")
             for r in done:
                 target = plates / tenant / f"{r.job_id}.pdf"
@@ -223,10 +225,6 @@ def _notifier(backends):
     return JobNotifier(backends, Notifier(None, allow_http_loopback=True, base_delay=0.2))
 
 
-def _s(value) -> str:
-    return "-" if value is None else f"{value:.1f}s"
-
-
 def max_overlap(records) -> int:
     """Most jobs of *records* that held a slot at the same moment."""
     edges = []
@@ -244,25 +242,16 @@ class LiveView:
     """Print one line per tick: per tenant slots held / waiting / done."""
 
     def __init__(self, backends, echo, tick: float, submitted: dict) -> None:
-        self.b, self.echo, self.tick, self.submitted = backends, echo, tick, submitted
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="live-view")
+        self.b, self.echo, self.submitted = backends, echo, submitted
+        self._thread = Periodic("live-view", tick, self.line)
         self._began = time.monotonic()
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
+        self._thread.stop(5)
         self.line()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.tick):
-            try:
-                self.line()
-            except Exception as exc:  # the view must never stop the demo
-                self.echo(f"(live view: {exc})")
 
     def line(self) -> None:
         held: dict[str, int] = {}

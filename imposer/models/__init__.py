@@ -15,6 +15,7 @@ from imposer.models.records import (
     Lease,
     Outcome,
     TenantConfig,
+    TenantCounter,
     counter_key,
     lease_key,
 )
@@ -29,6 +30,7 @@ from imposer.models.task import TaskSpec
 
 __all__ = [
     "FINAL_STATUSES", "Fate", "JobRecord", "JobRequest", "JobStatus", "Lease", "Outcome",
-    "Received", "S3Uri", "TENANT_PREFIX", "TaskSpec", "TenantConfig", "counter_key",
+    "Received", "S3Uri", "TENANT_PREFIX", "TaskSpec", "TenantConfig", "TenantCounter",
+    "counter_key",
     "lease_key", "new_job_id", "valid_id",
 ]

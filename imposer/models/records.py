@@ -108,6 +108,24 @@ class Lease:
         )
 
 
+@attrs.frozen(kw_only=True)
+class TenantCounter:
+    """A tenant's counter item: how many leases it holds, own and borrowed."""
+
+    tenant_id: str
+    #: Live leases within the tenant's cap.
+    inflight: int = 0
+    #: Live leases on borrowed slots, beyond the cap.
+    borrowed: int = 0
+    #: Bumped by every transaction that touches the counter; repairs condition on it.
+    ver: int = 0
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> "TenantCounter":
+        return cls(tenant_id=item["tenant_id"], inflight=int(item.get("inflight", 0)),
+                   borrowed=int(item.get("borrowed", 0)), ver=int(item.get("ver", 0)))
+
+
 def lease_key(job_id: str) -> str:
     return f"lease#{job_id}"
 

@@ -9,8 +9,8 @@ from imposer.models.request import JobRequest
 
 @attrs.frozen(kw_only=True)
 class TaskSpec:
-    """What the parent sends down the pipe for one job."""
+    """One job for a pool child, with the limits the parent's policies set."""
 
     request: JobRequest
-    #: Attempt number, for logs.
-    attempt: int = 1
+    #: Seconds the tool may run before the child kills its process tree.
+    timeout: float

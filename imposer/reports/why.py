@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from imposer.models import JobRecord, JobStatus, Lease
+from imposer.reports.formatting import format_seconds
 from imposer.reports.stats import percentile
 
 
@@ -41,15 +42,6 @@ class Explanation:
         data = attrs.asdict(self)
         data["holders"] = list(self.holders)
         return data
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds // 60:.0f}m{seconds % 60:02.0f}s"
-    return f"{seconds / 3600:.1f}h"
 
 
 def predict(holders: list[Lease], ahead: int, history: list[float], now: float,
@@ -84,7 +76,7 @@ def explain(job_id: str, record: JobRecord | None, leases: list[Lease], caps: di
         where = f"host {record.host} slot {record.slot}"
         lent = " on a borrowed slot" if lease and lease.borrowed else ""
         return Explanation(**base, code="running", predicted_start=record.started_at, reason=(
-            f"running on {where}{lent} for {_duration(now - (record.started_at or now))} "
+            f"running on {where}{lent} for {format_seconds(now - (record.started_at or now))} "
             f"(attempt {record.attempts})"))
     if status == JobStatus.SUCCEEDED:
         return Explanation(**base, code="succeeded", reason=(
@@ -139,12 +131,12 @@ def _waiting(base, record, leases, caps, default_cap, records, slots_per_host, s
         low, mid, high = guess
         return Explanation(**base, code=code, holders=holders_of(chosen), predicted_start=mid,
                            earliest=low, latest=high, confidence=sure,
-                           reason=f"{reason}; likely to start in {_duration(mid - now)}")
+                           reason=f"{reason}; likely to start in {format_seconds(mid - now)}")
 
     if cap <= 0:
         return Explanation(**base, code="at_cap", reason=f"tenant {tenant} is paused (cap 0)")
     if len(own) >= cap:
-        names = ", ".join(f"{l.job_id} ({_duration(now - l.acquired_at)})" for l in own)
+        names = ", ".join(f"{l.job_id} ({format_seconds(now - l.acquired_at)})" for l in own)
         return answer("at_cap", f"at the tenant's cap: {tenant} holds {len(own)} of {cap} "
                       f"slots: {names}", own, ahead(lambda r: r.tenant_id == tenant),
                       settings.defer_seconds / 2)

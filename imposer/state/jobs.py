@@ -11,14 +11,25 @@ from typing import Iterable
 
 from imposer.aws.dynamodb import Dynamo
 from imposer.aws.expressions import Update
-from imposer.clock import SystemClock
+from imposer.clock import Clock, SystemClock
 from imposer.models import FINAL_STATUSES, JobRecord, JobRequest, JobStatus
+
+
+def free_to_start(update: Update) -> str:
+    """Condition that a job is neither running nor final (or has no record yet).
+
+    The one spelling of "may start or wait": acquire and the waiting note
+    both use it, so a final record is never reopened and a running one never
+    relabelled as waiting.
+    """
+    busy = ", ".join(update.value(s, "busy") for s in ("running", *FINAL_STATUSES))
+    return f"attribute_not_exists(job_id) OR NOT ({update.name('status')} IN ({busy}))"
 
 
 class JobStore:
     """Read and annotate job records."""
 
-    def __init__(self, dynamo: Dynamo, table: str, clock=None) -> None:
+    def __init__(self, dynamo: Dynamo, table: str, clock: Clock | None = None) -> None:
         self.dynamo = dynamo
         self.table = table
         self.clock = clock or SystemClock()
@@ -38,10 +49,8 @@ class JobStore:
                              submitted_at=request.submitted_at or sent_at, received_at=now))
         if deferred:
             up.add(defers=1).set(last_defer_at=now)
-        busy = ", ".join(up.value(s, "busy") for s in ("running", *FINAL_STATUSES))
-        cond = f"attribute_not_exists(job_id) OR NOT ({up.name('status')} IN ({busy}))"
         return self.dynamo.update(self.table, {"job_id": request.job_id}, up.expression,
-                                  up.values, up.names, cond)
+                                  up.values, up.names, free_to_start(up))
 
     def finish_unleased(self, job_id: str, tenant_id: str, status: JobStatus, error: str,
                         error_kind: str, **fields) -> bool:

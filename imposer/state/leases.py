@@ -18,7 +18,7 @@ import attrs
 
 from imposer.aws.dynamodb import Dynamo, TransactionCancelled, op
 from imposer.aws.expressions import Update
-from imposer.clock import SystemClock
+from imposer.clock import Clock, SystemClock
 from imposer.errors import BackendError, LeaseLost
 from imposer.logs import extra
 from imposer.models import (
@@ -26,9 +26,11 @@ from imposer.models import (
     JobRequest,
     JobStatus,
     Lease,
+    TenantCounter,
     counter_key,
     lease_key,
 )
+from imposer.state.jobs import free_to_start
 from imposer.state.tenants import TenantStore
 
 logger = logging.getLogger(__name__)
@@ -64,7 +66,7 @@ class LeaseStore:
     """Acquire, renew, release and reclaim leases."""
 
     def __init__(self, dynamo: Dynamo, leases_table: str, jobs_table: str,
-                 tenants: TenantStore, ttl: float, clock=None) -> None:
+                 tenants: TenantStore, ttl: float, clock: Clock | None = None) -> None:
         self.dynamo = dynamo
         self.table = leases_table
         self.jobs_table = jobs_table
@@ -99,8 +101,7 @@ class LeaseStore:
                .set_if_absent(submitted_at=submitted, received_at=now)
                .remove("wait_reason")
                .add(attempts=1))
-        busy = ", ".join(job.value(s, "busy") for s in ("running", *FINAL_STATUSES))
-        job_cond = f"attribute_not_exists(job_id) OR NOT ({job.name('status')} IN ({busy}))"
+        job_cond = free_to_start(job)
         if borrow:
             counter = op("Update", self.table, {"pk": counter_key(tenant)},
                          update="SET borrowed = if_not_exists(borrowed, :zero) + :one "
@@ -187,6 +188,8 @@ class LeaseStore:
                 self.dynamo.transact(items, f"{what} lease of {lease.job_id}")
                 return
             except TransactionCancelled as exc:
+                if len(exc.reasons) != len(items):
+                    raise BackendError(f"unexpected cancellation of {what}: {exc}") from None
                 lease_r, counter_r, job_r = exc.reasons
                 if lease_r.failed or job_r.failed:
                     raise LeaseLost(
@@ -232,9 +235,9 @@ class LeaseStore:
         items = self.dynamo.scan(self.table, "begins_with(pk, :p)", {":p": "lease#"})
         return sorted((Lease.from_item(i) for i in items), key=lambda l: (l.tenant_id, l.acquired_at))
 
-    def counters(self) -> dict[str, dict[str, Any]]:
+    def counters(self) -> dict[str, TenantCounter]:
         items = self.dynamo.scan(self.table, "begins_with(pk, :p)", {":p": "counter#"})
-        return {i["tenant_id"]: i for i in items}
+        return {i["tenant_id"]: TenantCounter.from_item(i) for i in items}
 
     def repair(self, tenant: str | None = None) -> dict[str, tuple[int, int]]:
         """Set counters that disagree with their live leases; return {tenant: (was, now)}.
@@ -252,15 +255,15 @@ class LeaseStore:
             key = (lease.tenant_id, lease.borrowed)
             live[key] = live.get(key, 0) + 1
         fixed = {}
-        for name, item in counters.items():
+        for name, counter in counters.items():
             own, lent = live.get((name, False), 0), live.get((name, True), 0)
-            have_own, have_lent = item.get("inflight", 0), item.get("borrowed", 0)
+            have_own, have_lent = counter.inflight, counter.borrowed
             if (own, lent) == (have_own, have_lent):
                 continue
             ok = self.dynamo.update(
                 self.table, {"pk": counter_key(name)},
                 "SET inflight = :n, borrowed = :b ADD ver :one",
-                values={":n": own, ":b": lent, ":one": 1, ":v": item.get("ver", 0)},
+                values={":n": own, ":b": lent, ":one": 1, ":v": counter.ver},
                 condition="ver = :v")
             if ok:
                 fixed[name] = (have_own + have_lent, own + lent)

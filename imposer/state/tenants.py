@@ -30,6 +30,10 @@ class TenantStore:
             return self.default_cap
         return config.cap
 
+    def caps(self) -> dict[str, int]:
+        """Return every tier override, tenant -> cap; tenants not in it have the default."""
+        return {c.tenant_id: c.cap for c in self.list() if c.cap is not None}
+
     def put(self, config: TenantConfig) -> None:
         if not valid_id(config.tenant_id):
             raise ConfigError(f"invalid tenant id {config.tenant_id!r}")

@@ -1,17 +1,14 @@
 """Completion webhooks: signed, sent only to public hosts the tenant allowed.
 
-Signature scheme (``imposer.client.verify_webhook`` checks it): header
-``X-Imposer-Timestamp: <epoch seconds>`` and ``X-Imposer-Signature:
-v1=<hex HMAC-SHA256(secret, f"{timestamp}.".encode() + body)>``.
-
-Where a webhook may go is decided by ``urlguard`` (the SSRF guard).
+The signature is ``imposer.models.signature`` (the same code the client's
+``verify_webhook`` checks with). Where a webhook may go is decided by
+``urlguard`` (the SSRF guard).
 """
 
 from __future__ import annotations
 
 import hashlib
 import heapq
-import hmac
 import http.client
 import itertools
 import json
@@ -28,6 +25,7 @@ from typing import Any, Callable, Iterable
 import attrs
 
 from imposer import logs
+from imposer.models import signature
 from imposer.webhooks.urlguard import WebhookRefused, check_url, pinned_opener
 
 logger = logging.getLogger(__name__)
@@ -35,14 +33,6 @@ logger = logging.getLogger(__name__)
 EVENT_FIELDS = ("job_id", "tenant_id", "token", "status", "output", "error", "error_kind",
                 "submitted_at", "started_at", "finished_at", "queue_wait", "run_seconds")
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
-
-
-def sign(secret: str | bytes, body: bytes, timestamp: float) -> dict[str, str]:
-    """Return the headers that prove *body* came from imposer at *timestamp*."""
-    stamp = int(timestamp)
-    key = secret.encode() if isinstance(secret, str) else secret
-    digest = hmac.new(key, f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
-    return {"X-Imposer-Timestamp": str(stamp), "X-Imposer-Signature": f"v1={digest}"}
 
 
 def build_event(*, job_id: str, tenant_id: str, status: Any, **fields: Any) -> dict[str, Any]:
@@ -55,9 +45,10 @@ def build_event(*, job_id: str, tenant_id: str, status: Any, **fields: Any) -> d
     return event
 
 
-def event_from_record(record: Any) -> dict[str, Any]:
-    """Build the event from anything with the job record's attribute names."""
-    return build_event(**{name: getattr(record, name, None) for name in EVENT_FIELDS})
+def event_id(event: dict[str, Any]) -> str:
+    """Return the webhook-id of a job's completion event: the same on every retry."""
+    key = f"{event.get('tenant_id')}\n{event.get('job_id')}".encode()
+    return "msg_" + hashlib.sha256(key).hexdigest()[:32]
 
 
 @attrs.frozen(kw_only=True)
@@ -158,7 +149,7 @@ class Notifier:
             target = check_url(job.url, job.allowed_hosts, self.allow_http_loopback, self.resolve)
             body = json.dumps(job.event, sort_keys=True, separators=(",", ":")).encode()
             headers = {"Content-Type": "application/json", "User-Agent": "imposer-webhooks",
-                       **sign(job.secret, body, self.clock())}
+                       **signature.sign(job.secret, body, self.clock(), event_id(job.event))}
             request = urllib.request.Request(job.url, data=body, headers=headers, method="POST")
             with pinned_opener(target, self.ssl_context).open(request, timeout=self.timeout) as reply:
                 reply.read(65536)

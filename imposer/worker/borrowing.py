@@ -37,10 +37,10 @@ class BorrowPolicy:
         waiting = {r.tenant_id for r in self.jobs.list(statuses=("queued", "retrying"))}
         if waiting:
             counters = self.leases.counters()
-            caps = {c.tenant_id: c.cap for c in self.tenants.list() if c.cap is not None}
+            caps = self.tenants.caps()
             waiting = {t for t in waiting
-                       if counters.get(t, {}).get("inflight", 0) <
-                       caps.get(t, self.tenants.default_cap)}
+                       if (counters[t].inflight if t in counters else 0)
+                       < caps.get(t, self.tenants.default_cap)}
         with self._lock:
             self._blockers = frozenset(waiting)
         return self._blockers

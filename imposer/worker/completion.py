@@ -8,20 +8,41 @@ and the completion webhook queued (it never holds a slot).
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
+from imposer.clock import Clock
 from imposer.errors import BackendError, LeaseLost
 from imposer.logs import extra
-from imposer.models import Fate, JobStatus, Outcome
+from imposer.metrics import Metrics
+from imposer.models import Fate, JobRequest, JobStatus, Outcome
+from imposer.settings import Settings
+from imposer.state.jobs import JobStore
+from imposer.state.leases import LeaseStore
+from imposer.worker.messages import Messages
 from imposer.worker.running import Running
 
 logger = logging.getLogger(__name__)
 
 
+class Notifier(Protocol):
+    """Whatever sends a tenant the completion event of a final job."""
+
+    def job_finished(self, request: JobRequest, status: JobStatus, fields: dict) -> None: ...
+
+    def is_alive(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
 class Completer:
     """Release and settle jobs as their outcomes come back from the pool."""
 
-    def __init__(self, backends, notifier=None) -> None:
-        self.b, self.s, self.clock = backends, backends.settings, backends.clock
+    def __init__(self, settings: Settings, *, leases: LeaseStore, jobs: JobStore,
+                 messages: Messages, metrics: Metrics, clock: Clock,
+                 notifier: Notifier | None = None) -> None:
+        self.settings = settings
+        self.leases, self.jobs, self.messages, self.metrics = leases, jobs, messages, metrics
+        self.clock = clock
         self.notifier = notifier
 
     def complete(self, job: Running, outcome: Outcome) -> JobStatus | None:
@@ -37,7 +58,7 @@ class Completer:
         if status.final:
             fields["finished_at"] = now
         try:
-            self.b.leases.release(job.lease, status, failures=1 if failures else 0, **fields)
+            self.leases.release(job.lease, status, failures=1 if failures else 0, **fields)
         except LeaseLost as exc:
             logger.error("job %s finished but %s; its message will return", req.job_id, exc,
                          extra=extra("lease_lost", req.tenant_id, req.job_id))
@@ -48,7 +69,7 @@ class Completer:
             return None
         self.settle_message(job, status, outcome, failures)
         fields["settle_ms"] = round(1000 * (self.clock.monotonic() - settle_from), 2)
-        self.b.metrics.emit("jobs", 1, outcome=status.value, tenant_id=req.tenant_id)
+        self.metrics.emit("jobs", 1, outcome=status.value, tenant_id=req.tenant_id)
         logger.info("job %s %s: %s", req.job_id, status.value, outcome.reason or "ok",
                     extra=extra("job_finished", req.tenant_id, req.job_id, status=status.value,
                                 slot=job.slot, **fields))
@@ -64,27 +85,26 @@ class Completer:
         if outcome.fate == Fate.FAILED:
             return JobStatus.FAILED, 0
         if outcome.fate == Fate.RETRY:
-            record = self.b.jobs.get(job.request.job_id)
+            record = self.jobs.get(job.request.job_id)
             count = (record.failures if record else 0) + 1
-            if count >= self.s.max_attempts:
+            if count >= self.settings.max_attempts:
                 return JobStatus.DEAD, count
             fields["wait_reason"] = (f"retrying after failure {count} of "
-                                     f"{self.s.max_attempts}: {outcome.reason}")
+                                     f"{self.settings.max_attempts}: {outcome.reason}")
             return JobStatus.RETRYING, count
         fields["wait_reason"] = f"licence unavailable, retrying: {outcome.reason}"
         return JobStatus.RETRYING, 0
 
     def settle_message(self, job: Running, status: JobStatus, outcome: Outcome,
                        failures: int) -> None:
-        queue = self.b.queue
         if status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
-            queue.delete(job.message)
+            self.messages.finish(job.message)
         elif status == JobStatus.DEAD:
-            queue.dead_letter(job.message, outcome.reason or "too many failures")
+            self.messages.dead_letter(job.message, outcome.reason or "too many failures")
         elif failures:
-            queue.change_visibility(job.message, self.s.retry_seconds * 2 ** (failures - 1))
+            self.messages.retry_later(job.message, failures)
         else:
-            queue.change_visibility(job.message, self.s.defer_seconds)
+            self.messages.requeue(job.message)
 
     def stop(self) -> None:
         if self.notifier is not None:

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import threading
 
+from imposer.clock import Clock
 from imposer.metrics import Metrics
 
 
 class ContentionMeter:
     """Integrate stranded slot-seconds and shortage seconds between samples."""
 
-    def __init__(self, slots: int, window: float, clock, metrics: Metrics, host: str) -> None:
+    def __init__(self, slots: int, window: float, clock: Clock, metrics: Metrics,
+                 host: str) -> None:
         self.slots = slots
         #: A cap deferral counts as "still waiting" for this long after it happened.
         self.window = window

@@ -11,16 +11,24 @@ from __future__ import annotations
 import collections
 import json
 import logging
-
-import attrs
+from typing import Callable
 
 from imposer.aws.sqs import seconds
+from imposer.clock import Clock
 from imposer.errors import BackendError, InvalidMessage
 from imposer.logs import extra, guard
-from imposer.models import JobRequest, JobStatus, Received, TaskSpec, valid_id
-from imposer.state.leases import Acquisition, Verdict
+from imposer.metrics import Metrics
+from imposer.models import JobRequest, JobStatus, Lease, Received, TaskSpec, valid_id
+from imposer.settings import Settings
+from imposer.state.jobs import JobStore
+from imposer.state.leases import Acquisition, LeaseStore, Verdict
 from imposer.worker import sweep as sweeping
-from imposer.worker.running import Running
+from imposer.worker.borrowing import BorrowPolicy
+from imposer.worker.contention import ContentionMeter
+from imposer.worker.messages import Messages
+from imposer.worker.overrun import OverrunPolicy
+from imposer.worker.pool import Pool
+from imposer.worker.running import Running, RunningTable
 
 logger = logging.getLogger(__name__)
 
@@ -55,34 +63,46 @@ class DeferredMemo:
         queue.extend(live[1:])
         return live[0][1], live[0][2]
 
+    def drain(self, now: float) -> list[tuple[JobRequest, Received]]:
+        """Forget everything; return the entries whose receipt is still ours."""
+        live = [(r, m) for q in self._by_tenant.values() for until, r, m in q if until > now]
+        self._by_tenant.clear()
+        return live
+
 
 class Dispatcher:
     """Everything between a received message and a job handed to the pool."""
 
-    def __init__(self, backends, pool, running, contention, borrowing) -> None:
-        self.b, self.s, self.clock = backends, backends.settings, backends.clock
+    def __init__(self, settings: Settings, *, leases: LeaseStore, jobs: JobStore,
+                 messages: Messages, metrics: Metrics, pool: Pool, running: RunningTable,
+                 contention: ContentionMeter, borrowing: BorrowPolicy, overrun: OverrunPolicy,
+                 clock: Clock) -> None:
+        self.settings = settings
+        self.leases, self.jobs, self.messages, self.metrics = leases, jobs, messages, metrics
         self.pool, self.running = pool, running
-        self.contention, self.borrowing = contention, borrowing
+        self.contention, self.borrowing, self.overrun = contention, borrowing, overrun
+        self.clock = clock
         self.started = 0
         self.received_at = 0.0
-        self.memo = DeferredMemo(limit=4 * self.s.slots)
+        self.memo = DeferredMemo(limit=4 * settings.slots)
         self._candidates: list[tuple[JobRequest, Received, int]] = []
         #: tenant -> (monotonic time until which it is known to be at cap, its cap)
         self._capped: dict[str, tuple[float, int]] = {}
 
-    def take_batch(self, messages: list[Received], free: list[int], stopping) -> None:
+    def take_batch(self, messages: list[Received], free: list[int],
+                   stopping: Callable[[], bool]) -> None:
         """Start what the free slots allow; defer, reject or return the rest."""
         self.received_at = self.clock.monotonic()
         for message in messages:
             if stopping() or not free:
-                self.b.queue.change_visibility(message, 0)
+                self.messages.give_back(message)
                 continue
             with guard(None):
                 if self.handle(message, free[0]):
                     free.pop(0)
         self.lend_idle_slots(free, stopping)
 
-    def wake(self, tenant: str, free: list[int], stopping) -> None:
+    def wake(self, tenant: str, free: list[int], stopping: Callable[[], bool]) -> None:
         """A job of *tenant* ended here: start its next deferred job in the freed slot.
 
         Only while another slot stays free, so a tenant waiting in the queue
@@ -94,7 +114,7 @@ class Dispatcher:
             if found is None:
                 return
             request, message = found
-            if not self.b.queue.change_visibility(message, self.s.lease_ttl_seconds):
+            if not self.messages.hold(message):
                 continue  # the deferral ran out and someone else may have it now
             self.received_at = self.clock.monotonic()
             with guard(request):
@@ -103,6 +123,14 @@ class Dispatcher:
                     continue
             self.lend_idle_slots(free, stopping)
             return
+
+    def give_back_deferred(self) -> int:
+        """On stop: make every remembered deferred message visible again at once."""
+        entries = self.memo.drain(self.clock.monotonic())
+        for request, message in entries:
+            with guard(request):
+                self.messages.give_back(message)
+        return len(entries)
 
     def handle(self, message: Received, slot: int) -> bool:
         """Start *message*'s job on *slot*, or defer, drop or reject it; True if started."""
@@ -116,7 +144,7 @@ class Dispatcher:
         except BackendError as exc:
             logger.error("could not take job %s: %s; it will come back", request.job_id, exc,
                          extra=extra("acquire_error", request.tenant_id, request.job_id))
-            self.b.queue.change_visibility(message, self.s.defer_seconds)
+            self.messages.defer(request, message)
             return False
 
     def parse(self, message: Received) -> JobRequest:
@@ -128,7 +156,7 @@ class Dispatcher:
         elif message.group_id != request.tenant_id:
             raise InvalidMessage(f"MessageGroupId {message.group_id!r} is not the tenant "
                                  f"{request.tenant_id!r}")
-        request.check_prefix(self.s.bucket)
+        request.check_prefix(self.settings.bucket)
         return request
 
     def reject(self, message: Received, exc: InvalidMessage) -> None:
@@ -144,9 +172,9 @@ class Dispatcher:
         logger.error("rejected message %s: %s", message.message_id, exc,
                      extra=extra("invalid_message", tenant, job_id, message_id=message.message_id))
         if job_id:
-            self.b.jobs.finish_unleased(job_id, tenant, JobStatus.FAILED, str(exc), exc.kind)
-        self.b.queue.dead_letter(message, str(exc))
-        self.b.metrics.emit("jobs", 1, outcome="invalid", tenant_id=tenant)
+            self.jobs.finish_unleased(job_id, tenant, JobStatus.FAILED, str(exc), exc.kind)
+        self.messages.dead_letter(message, str(exc))
+        self.metrics.emit("jobs", 1, outcome="invalid", tenant_id=tenant)
 
     def start(self, request: JobRequest, message: Received, slot: int,
               stale_retry: bool = True) -> bool:
@@ -162,61 +190,62 @@ class Dispatcher:
         if known and known[0] > now:
             acq = Acquisition(verdict=Verdict.AT_CAP, cap=known[1])
         else:
-            acq = self.b.leases.acquire(request, self.s.host_id, slot, message.sent_at,
-                                        message.receipt)
+            acq = self.leases.acquire(request, self.settings.host_id, slot, message.sent_at,
+                                      message.receipt)
             if acq.verdict == Verdict.AT_CAP:
-                self._capped[tenant] = (now + min(1.0, self.s.defer_seconds), acq.cap)
+                self._capped[tenant] = (now + min(1.0, self.settings.defer_seconds), acq.cap)
         if acq.verdict == Verdict.ACQUIRED:
             self.launch(request, message, slot, acq.lease)
             return True
         if acq.verdict == Verdict.AT_CAP:
-            if self.s.borrow and acq.cap > 0:
+            if self.settings.borrow and acq.cap > 0:
                 self._candidates.append((request, message, acq.cap))
             else:
                 self.defer_at_cap(request, message, acq.cap)
         elif acq.verdict == Verdict.RUNNING:
-            self.b.metrics.emit("duplicate", 1, tenant_id=tenant)
+            self.metrics.emit("duplicate", 1, tenant_id=tenant)
             logger.info("job %s already runs elsewhere; keeping this copy back", job,
                         extra=extra("duplicate_running", tenant, job))
             self.defer(request, message, None)
         elif acq.verdict == Verdict.DONE:
-            self.b.metrics.emit("duplicate", 1, tenant_id=tenant)
+            self.metrics.emit("duplicate", 1, tenant_id=tenant)
             logger.info("job %s already %s; deleting the duplicate", job, acq.status,
                         extra=extra("duplicate_done", tenant, job))
-            self.b.queue.delete(message)
+            self.messages.finish(message)
         elif acq.verdict == Verdict.STALE and stale_retry:
-            sweeping.reclaim_expired(self.b.leases, self.b.metrics, acq.holder, self.s.host_id)
+            sweeping.reclaim_expired(self.leases, self.metrics, acq.holder,
+                                     self.settings.host_id)
             return self.start(request, message, slot, stale_retry=False)
         else:
             self.defer(request, message, "waiting for a stale lease to be swept")
         return False
 
-    def lend_idle_slots(self, free: list[int], stopping) -> None:
+    def lend_idle_slots(self, free: list[int], stopping: Callable[[], bool]) -> None:
         """After every tenant below its cap had its turn, let capped ones borrow, or defer."""
         candidates, self._candidates = self._candidates, []
         for request, message, cap in candidates:
             with guard(request):
                 why_not = self.borrowing.allows(request.tenant_id, len(free))
                 if why_not is None and not stopping():
-                    acq = self.b.leases.acquire(request, self.s.host_id, free[0],
-                                                message.sent_at, message.receipt, borrow=True)
+                    acq = self.leases.acquire(request, self.settings.host_id, free[0],
+                                              message.sent_at, message.receipt, borrow=True)
                     if acq.verdict == Verdict.ACQUIRED:
                         self.launch(request, message, free.pop(0), acq.lease)
-                        self.b.metrics.emit("borrowed", 1, tenant_id=request.tenant_id)
+                        self.metrics.emit("borrowed", 1, tenant_id=request.tenant_id)
                         continue
                     why_not = "the tenant dropped below its cap meanwhile"
                 self.defer_at_cap(request, message, cap, f"not borrowing: {why_not}")
 
-    def launch(self, request: JobRequest, message: Received, slot: int, lease) -> None:
+    def launch(self, request: JobRequest, message: Received, slot: int, lease: Lease) -> None:
         """Hand a leased job to the pool and account its queue wait."""
         wait = max(0.0, lease.acquired_at - (request.submitted_at or message.sent_at))
         self.running.add(Running(slot=slot, request=request, message=message, lease=lease,
                                  started=self.clock.monotonic(), received=self.received_at))
-        self.pool.submit(slot, TaskSpec(request=request))
+        self.pool.submit(slot, TaskSpec(request=request, timeout=self.overrun.tool_timeout))
         self.contention.started(request.job_id)
         self.started += 1
         dispatch_ms = 1000 * (self.clock.monotonic() - self.received_at)
-        self.b.metrics.emit("queue_wait", round(wait, 3), tenant_id=request.tenant_id)
+        self.metrics.emit("queue_wait", round(wait, 3), tenant_id=request.tenant_id)
         logger.info("started job %s on slot %s after %.1fs in queue%s", request.job_id, slot,
                     wait, " (borrowed slot)" if lease.borrowed else "",
                     extra=extra("job_started", request.tenant_id, request.job_id, slot=slot,
@@ -225,30 +254,19 @@ class Dispatcher:
 
     def defer_at_cap(self, request: JobRequest, message: Received, cap: int,
                      note: str | None = None) -> None:
-        self.b.metrics.emit("cap_defer", 1, tenant_id=request.tenant_id)
+        self.metrics.emit("cap_defer", 1, tenant_id=request.tenant_id)
         self.contention.deferred(request.tenant_id, request.job_id)
         reason = f"at tenant cap: {request.tenant_id} holds all {cap} of its slots"
         if self.defer(request, message, f"{reason}; {note}" if note else reason, cap=True):
-            until = self.clock.monotonic() + seconds(self.s.defer_seconds) - 0.25
+            until = self.clock.monotonic() + seconds(self.settings.defer_seconds) - 0.25
             self.memo.remember(request, message, until)
 
     def defer(self, request: JobRequest, message: Received, reason: str | None,
               cap: bool = False) -> bool:
-        """Push the message back (True), or re-publish it if SQS would soon drop it (False)."""
-        age = self.clock.time() - message.sent_at
-        kept = True
-        if (age > self.s.retention_seconds - self.s.republish_margin_seconds
-                or message.receive_count >= self.s.republish_receive_count):
-            body = attrs.evolve(request, submitted_at=request.submitted_at or message.sent_at)
-            new_id = self.b.queue.republish(message, body.to_body())
-            kept = False
-            logger.warning("re-published job %s (age %.0fs, received %s times) as %s",
-                           request.job_id, age, message.receive_count, new_id,
-                           extra=extra("republished", request.tenant_id, request.job_id))
-        else:
-            self.b.queue.change_visibility(message, self.s.defer_seconds)
+        """Push the message back and note why; False when it was re-published instead."""
+        kept = self.messages.defer(request, message)
         if reason:
-            self.b.jobs.note_waiting(request, message.sent_at, reason, deferred=cap)
+            self.jobs.note_waiting(request, message.sent_at, reason, deferred=cap)
             if cap:
                 logger.info("deferred job %s: %s", request.job_id, reason,
                             extra=extra("cap_defer", request.tenant_id, request.job_id))

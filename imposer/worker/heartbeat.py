@@ -1,20 +1,22 @@
 """Keep running jobs' leases and SQS messages alive.
 
-Every interval each running job's lease is renewed and its message's
-visibility pushed to the lease TTL, so a long job is never redelivered while
-it runs, and after a crash the message returns about when the lease expires.
-Past the job timeout plus slack we stop renewing: a wedged job then loses its
-lease like a crashed one.
+Every interval each running job's lease is renewed and its message held
+for another lease TTL, so a long job is never redelivered while it runs,
+and after a crash the message returns about when the lease expires. Past the
+overrun limit we stop renewing: a wedged job then loses its lease like a
+crashed one.
 """
 
 from __future__ import annotations
 
 import logging
 
-from imposer.aws.sqs import JobQueue
+from imposer.clock import Clock
 from imposer.errors import BackendError, LeaseLost
 from imposer.logs import extra
 from imposer.state.leases import LeaseStore
+from imposer.worker.messages import Messages
+from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.running import RunningTable
 
 logger = logging.getLogger(__name__)
@@ -23,13 +25,12 @@ logger = logging.getLogger(__name__)
 class Heartbeat:
     """One pass renews every lease in the running table."""
 
-    def __init__(self, table: RunningTable, leases: LeaseStore, queue: JobQueue,
-                 ttl: float, give_up_after: float, clock) -> None:
+    def __init__(self, table: RunningTable, leases: LeaseStore, messages: Messages,
+                 overrun: OverrunPolicy, clock: Clock) -> None:
         self.table = table
         self.leases = leases
-        self.queue = queue
-        self.ttl = ttl
-        self.give_up_after = give_up_after
+        self.messages = messages
+        self.overrun = overrun
         self.clock = clock
 
     def beat(self) -> None:
@@ -37,18 +38,17 @@ class Heartbeat:
             if job.lost or job.abandoned:
                 continue
             req = job.request
-            if self.clock.monotonic() - job.started > self.give_up_after:
-                job.abandoned = True
+            if self.overrun.overran(job.started, self.clock.monotonic()):
+                self.table.update(job, abandoned=True)
                 logger.error("job %s ran past its timeout; no longer renewing its lease",
                              req.job_id, extra=extra("heartbeat_abandon", req.tenant_id,
                                                      req.job_id))
                 continue
             try:
-                job.lease = self.leases.renew(job.lease)
+                lease = self.leases.renew(job.lease)
             except LeaseLost as exc:
-                if self.table.get(job.slot) is not job:
+                if self.table.update(job, lost=True) is None:
                     continue  # it finished and released its lease meanwhile
-                job.lost = True
                 logger.error("lost the lease of job %s: %s", req.job_id, exc,
                              extra=extra("lease_lost", req.tenant_id, req.job_id))
                 continue
@@ -56,6 +56,7 @@ class Heartbeat:
                 logger.warning("could not renew lease of %s: %s", req.job_id, exc,
                                extra=extra("heartbeat_error", req.tenant_id, req.job_id))
                 continue
-            if not self.queue.change_visibility(job.message, self.ttl):
+            self.table.update(job, lease=lease)
+            if not self.messages.hold(job.message):
                 logger.warning("message of job %s is no longer ours to extend", req.job_id,
                                extra=extra("visibility_lost", req.tenant_id, req.job_id))

@@ -21,14 +21,14 @@ class JobNotifier:
     """Build, sign and queue the completion event of a job; record the outcome."""
 
     def __init__(self, backends: Backends, notifier: Notifier | None = None) -> None:
-        self.b = backends
+        self.jobs, self.tenants = backends.jobs, backends.tenants
         self.notifier = notifier or Notifier(
             self._record, allow_http_loopback=backends.settings.allow_http_loopback)
         self.notifier.start()
 
     def job_finished(self, request: JobRequest, status: JobStatus, fields: dict[str, Any]) -> None:
-        record = self.b.jobs.get(request.job_id)
-        config = self.b.tenants.get(request.tenant_id)
+        record = self.jobs.get(request.job_id)
+        config = self.tenants.get(request.tenant_id)
         event = build_event(
             job_id=request.job_id, tenant_id=request.tenant_id, status=status.value,
             token=request.token, output=request.output if status == JobStatus.SUCCEEDED else None,
@@ -41,15 +41,18 @@ class JobNotifier:
         )
         secret = config.webhook_secret if config else None
         hosts = config.webhook_hosts if config else ()
-        self.b.jobs.annotate(request.job_id, webhook_status="pending")
+        self.jobs.annotate(request.job_id, webhook_status="pending")
         self.notifier.notify(request.webhook, event, secret or "", hosts)
 
     def _record(self, job_id: str, status: str, detail: str) -> None:
         try:
-            self.b.jobs.annotate(job_id, webhook_status=status, webhook_detail=detail[:500])
+            self.jobs.annotate(job_id, webhook_status=status, webhook_detail=detail[:500])
         except Exception:
             logger.exception("could not record webhook result of %s", job_id,
                              extra=extra("webhook_record_error", job_id=job_id))
+
+    def is_alive(self) -> bool:
+        return self.notifier.is_alive()
 
     def stop(self, timeout: float = 30.0) -> None:
         self.notifier.stop(timeout)

@@ -118,15 +118,6 @@ class Pool:
         slot.conn.close()
         self._spawn(slot)
 
-    def rss_bytes(self) -> int:
-        total = 0
-        for slot in self.slots:
-            try:
-                total += psutil.Process(slot.process.pid).memory_info().rss
-            except psutil.Error:
-                pass
-        return total
-
     def stop(self, timeout: float = 5.0) -> None:
         """Ask idle children to exit; kill any that do not, with their trees."""
         for slot in self.slots:

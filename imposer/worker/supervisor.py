@@ -15,12 +15,15 @@ from imposer.aws import session
 from imposer.errors import BackendError, LeaseLost
 from imposer.logs import extra, guard
 from imposer.models import Fate, JobStatus, Outcome
+from imposer.models.exits import Exit
 from imposer.worker import sweep as sweeping
 from imposer.worker.borrowing import BorrowPolicy
-from imposer.worker.completion import Completer
+from imposer.worker.completion import Completer, Notifier
 from imposer.worker.contention import ContentionMeter
 from imposer.worker.dispatch import Dispatcher
 from imposer.worker.heartbeat import Heartbeat
+from imposer.worker.messages import Messages
+from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.pool import Pool
 from imposer.worker.running import RunningTable
 from imposer.worker.threads import Periodic
@@ -28,47 +31,53 @@ from imposer.worker.wiring import Backends
 
 logger = logging.getLogger(__name__)
 
-#: Exit codes of `imposer run`.
-EXIT_OK, EXIT_THREAD_DIED = 0, 5
-
 
 class Supervisor:
     """Run jobs from the queue in a fixed pool, fairly, until told to stop."""
 
     def __init__(self, backends: Backends, pool: Pool | None = None, *,
                  max_jobs: int | None = None, exit_when_idle: bool = False,
-                 notifier=None) -> None:
-        self.b = backends
-        self.s = backends.settings
+                 notifier: Notifier | None = None) -> None:
+        s = self.settings = backends.settings
+        self.queue, self.leases, self.metrics = backends.queue, backends.leases, backends.metrics
         self.clock = backends.clock
-        self.pool = pool or Pool(self.s.slots, self.s)
+        self.pool = pool or Pool(s.slots, s)
         self.running = RunningTable()
         self.max_jobs = max_jobs
         self.exit_when_idle = exit_when_idle
+        self.notifier = notifier
         self.drain = threading.Event()
         self.fast = threading.Event()
         #: Set once the pool and the threads are up.
         self.booted = threading.Event()
-        self.exit_code = EXIT_OK
+        self.exit_code = Exit.OK
         self._drain_deadline: float | None = None
         self._empty_poll = False
-        slack = 2 * self.s.heartbeat_seconds + 5
-        self.overrun_after = self.s.job_timeout_seconds + slack
-        self.heartbeat = Periodic("heartbeat", self.s.heartbeat_seconds, Heartbeat(
-            self.running, self.b.leases, self.b.queue, self.s.lease_ttl_seconds,
-            self.overrun_after, self.clock).beat)
-        self.sweeper = Periodic("sweep", self.s.sweep_seconds, lambda: sweeping.sweep(
-            self.b.leases, self.b.metrics, self.s.host_id, self.b.queue))
-        self.sampler = Periodic("utilisation", self.s.heartbeat_seconds, self.sample)
-        self.borrowing = BorrowPolicy(self.s.borrow, self.s.reserve_slots, self.b.leases,
-                                      self.b.jobs, self.b.tenants)
-        self.borrow_view = Periodic("borrow-view", max(1.0, self.s.defer_seconds),
+        self.messages = Messages(backends.queue, s, self.clock)
+        self.overrun = OverrunPolicy(job_timeout=s.job_timeout_seconds,
+                                     heartbeat=s.heartbeat_seconds)
+        self.heartbeat = Periodic("heartbeat", s.heartbeat_seconds, Heartbeat(
+            self.running, self.leases, self.messages, self.overrun, self.clock).beat)
+        self.sweeper = Periodic("sweep", s.sweep_seconds, lambda: sweeping.sweep(
+            self.leases, self.metrics, s.host_id, self.messages))
+        self.sampler = Periodic("utilisation", s.heartbeat_seconds, self.sample)
+        self.borrowing = BorrowPolicy(s.borrow, s.reserve_slots, self.leases, backends.jobs,
+                                      backends.tenants)
+        self.borrow_view = Periodic("borrow-view", max(1.0, s.defer_seconds),
                                     self.borrowing.refresh)
-        self.contention = ContentionMeter(self.s.slots, 2 * self.s.defer_seconds + 5,
-                                          self.clock, self.b.metrics, self.s.host_id)
-        self.dispatch = Dispatcher(backends, self.pool, self.running, self.contention,
-                                   self.borrowing)
-        self.completer = Completer(backends, notifier)
+        self.contention = ContentionMeter(s.slots, 2 * s.defer_seconds + 5, self.clock,
+                                          self.metrics, s.host_id)
+        self.dispatch = Dispatcher(
+            s, leases=self.leases, jobs=backends.jobs, messages=self.messages,
+            metrics=self.metrics, pool=self.pool, running=self.running,
+            contention=self.contention, borrowing=self.borrowing, overrun=self.overrun,
+            clock=self.clock)
+        self.completer = Completer(s, leases=self.leases, jobs=backends.jobs,
+                                   messages=self.messages, metrics=self.metrics,
+                                   clock=self.clock, notifier=notifier)
+        self.threads = [self.heartbeat, self.sweeper, self.sampler]
+        if s.borrow:
+            self.threads.append(self.borrow_view)
 
     # -- the story -----------------------------------------------------------
     def run(self) -> int:
@@ -79,6 +88,7 @@ class Supervisor:
                 self.handle_signals()
                 self.collect_finished()
                 self.check_health()
+                self.check_overruns()
                 if self.drain.is_set():
                     if not len(self.running) or self.grace_over():
                         break
@@ -93,18 +103,17 @@ class Supervisor:
 
     def boot(self) -> None:
         self.install_signals()
-        orphans = sweeping.reclaim_host(self.b.leases, self.b.metrics, self.s.host_id,
-                                        self.b.queue)
+        orphans = sweeping.reclaim_host(self.leases, self.metrics, self.settings.host_id,
+                                        self.messages)
         logger.info("starting %s slots on host %s (engine %s); reclaimed %s orphaned lease(s)",
-                    self.s.slots, self.s.host_id, self.s.engine, len(orphans),
-                    extra=extra("boot", host=self.s.host_id, slots=self.s.slots,
-                                reclaimed=len(orphans)))
+                    self.settings.slots, self.settings.host_id, self.settings.engine,
+                    len(orphans), extra=extra("boot", host=self.settings.host_id,
+                                              slots=self.settings.slots,
+                                              reclaimed=len(orphans)))
         self.pool.start()
-        threads = [self.heartbeat, self.sweeper, self.sampler]
-        if self.s.borrow:
+        if self.settings.borrow:
             self.borrowing.refresh()
-            threads.append(self.borrow_view)
-        for thread in threads:
+        for thread in self.threads:
             thread.start()
         self.booted.set()
 
@@ -128,9 +137,9 @@ class Supervisor:
     def begin_drain(self, why: str) -> None:
         self.drain.set()
         if self._drain_deadline is None:
-            self._drain_deadline = self.clock.monotonic() + self.s.grace_seconds
+            self._drain_deadline = self.clock.monotonic() + self.settings.grace_seconds
             logger.info("draining (%s): %s job(s) running, grace %ss", why, len(self.running),
-                        self.s.grace_seconds, extra=extra("drain", why=why))
+                        self.settings.grace_seconds, extra=extra("drain", why=why))
 
     def grace_over(self) -> bool:
         return self._drain_deadline is not None and self.clock.monotonic() > self._drain_deadline
@@ -139,7 +148,7 @@ class Supervisor:
         if self.max_jobs is not None and self.dispatch.started >= self.max_jobs:
             return True
         if self.exit_when_idle and self._empty_poll and not len(self.running):
-            depth = self.b.queue.depth()
+            depth = self.queue.depth()
             return depth["visible"] + depth["in_flight"] + depth["delayed"] == 0
         return False
 
@@ -168,12 +177,19 @@ class Supervisor:
                 self.dispatch.wake(tenant, self.pool.free(), self.drain.is_set)
 
     def check_health(self) -> None:
-        for thread in (self.heartbeat, self.sweeper):
-            if not thread.is_alive():
-                logger.critical("%s thread is gone; stopping", thread.name,
-                                extra=extra("thread_died", thread=thread.name))
-                self.exit_code = EXIT_THREAD_DIED
+        """Stop the worker if a background thread is gone: never run unsupervised."""
+        watched = [(t.name, t.is_alive()) for t in self.threads]
+        if self.notifier is not None:
+            watched.append(("webhooks", self.notifier.is_alive()))
+        for name, alive in watched:
+            if not alive:
+                logger.critical("%s thread is gone; stopping", name,
+                                extra=extra("thread_died", thread=name))
+                self.exit_code = Exit.THREAD_DIED
                 self.fast.set()
+
+    def check_overruns(self) -> None:
+        """Kill the slot of a job whose lease was reclaimed or that ran past its limit."""
         now = self.clock.monotonic()
         for job in self.running.snapshot():
             if job.lost:
@@ -183,18 +199,19 @@ class Supervisor:
                              job.request.job_id, extra=extra("job_abandoned",
                                                              job.request.tenant_id,
                                                              job.request.job_id))
-            elif now - job.started > self.overrun_after:
+            elif self.overrun.overran(job.started, now):
                 self.pool.kill(job.slot)
                 self.running.pop(job.slot)
                 self.completer.complete(job, Outcome(
                     job_id=job.request.job_id, fate=Fate.RETRY, error_kind="timeout",
-                    reason=f"job ran past {self.overrun_after:.0f}s; its pool worker was killed"))
+                    reason=f"job ran past {self.overrun.limit:.0f}s; its pool worker was killed"))
 
     def sample(self) -> None:
         """Emit slot utilisation and the stranded/shortage split for this host."""
         busy = self.pool.busy_count()
-        self.b.metrics.emit("slot_utilisation", 100.0 * busy / self.s.slots, host=self.s.host_id)
-        queued = self.b.queue.depth()["visible"] if busy >= self.s.slots else 0
+        self.metrics.emit("slot_utilisation", 100.0 * busy / self.settings.slots,
+                          host=self.settings.host_id)
+        queued = self.queue.depth()["visible"] if busy >= self.settings.slots else 0
         self.contention.sample(busy, queued)
 
     # -- new work ---------------------------------------------------------------
@@ -206,7 +223,8 @@ class Supervisor:
         want = len(free)
         if self.max_jobs is not None:
             want = min(want, self.max_jobs - self.dispatch.started)
-        messages = self.b.queue.receive(want, self.s.poll_seconds, self.s.lease_ttl_seconds)
+        messages = self.queue.receive(want, self.settings.poll_seconds,
+                                      self.settings.lease_ttl_seconds)
         self._empty_poll = not messages
         self.dispatch.take_batch(messages, free, self.drain.is_set)
 
@@ -216,21 +234,24 @@ class Supervisor:
         if not self.fast.is_set():
             self.collect_finished()
         self.pool.stop(timeout=0 if self.fast.is_set() else 5)
-        for thread in (self.heartbeat, self.sweeper, self.sampler, self.borrow_view):
+        for thread in self.threads:
             thread.stop()
         for job in self.running.snapshot():
             self.running.pop(job.slot)
             req = job.request
             try:
-                self.b.leases.release(job.lease, JobStatus.QUEUED, wait_reason=(
-                    f"worker {self.s.host_id} stopped before finishing; returned to the queue"))
+                self.leases.release(job.lease, JobStatus.QUEUED, wait_reason=(
+                    f"worker {self.settings.host_id} stopped before finishing; "
+                    "returned to the queue"))
             except (LeaseLost, BackendError) as exc:
                 logger.error("could not release %s on stop: %s", req.job_id, exc,
                              extra=extra("release_error", req.tenant_id, req.job_id))
-            self.b.queue.change_visibility(job.message, 0)
+            self.messages.give_back(job.message)
             logger.warning("returned unfinished job %s to the queue", req.job_id,
                            extra=extra("job_returned", req.tenant_id, req.job_id))
+        returned = self.dispatch.give_back_deferred()
         self.completer.stop()
-        logger.info("stopped (started %s job(s))", self.dispatch.started,
+        logger.info("stopped (started %s job(s); %s deferred message(s) given back)",
+                    self.dispatch.started, returned,
                     extra=extra("stopped", started=self.dispatch.started,
                                 aws_calls=session.CALLS.snapshot()))

@@ -15,6 +15,7 @@ from imposer.logs import extra
 from imposer.metrics import Metrics
 from imposer.models import Lease
 from imposer.state.leases import LeaseStore
+from imposer.worker.messages import Messages
 
 logger = logging.getLogger(__name__)
 
@@ -26,10 +27,10 @@ class SweepReport:
 
 
 def sweep(store: LeaseStore, metrics: Metrics, host: str | None = None,
-          queue=None) -> SweepReport:
+          messages: Messages | None = None) -> SweepReport:
     """Reclaim every expired lease, count ``lease_recovered``, repair counters.
 
-    With *queue*, a reclaimed job's message is made visible at once.
+    With *messages*, a reclaimed job's message is given back at once.
     """
     now = store.clock.time()
     reclaimed = []
@@ -41,13 +42,13 @@ def sweep(store: LeaseStore, metrics: Metrics, host: str | None = None,
         if store.reclaim(lease, reason):
             reclaimed.append(lease)
             _recovered(metrics, lease, "expired", host)
-            _release_message(queue, lease)
+            _give_back(messages, lease)
     repaired = store.repair()
     return SweepReport(reclaimed=tuple(reclaimed), repaired=repaired)
 
 
 def reclaim_expired(store: LeaseStore, metrics: Metrics, lease: Lease,
-                    host: str | None = None, queue=None) -> bool:
+                    host: str | None = None) -> bool:
     """Reclaim one expired lease found in the way of a new delivery."""
     reason = f"lease on host {lease.host} slot {lease.slot} expired; reclaimed on redelivery"
     if store.reclaim(lease, reason):
@@ -56,7 +57,8 @@ def reclaim_expired(store: LeaseStore, metrics: Metrics, lease: Lease,
     return False
 
 
-def reclaim_host(store: LeaseStore, metrics: Metrics, host: str, queue=None) -> list[Lease]:
+def reclaim_host(store: LeaseStore, metrics: Metrics, host: str,
+                 messages: Messages | None = None) -> list[Lease]:
     """On start, take back at once every lease a previous incarnation of *host* left."""
     reclaimed = []
     for lease in store.leases():
@@ -66,15 +68,15 @@ def reclaim_host(store: LeaseStore, metrics: Metrics, host: str, queue=None) -> 
         if store.reclaim(lease, reason, own_host=host):
             reclaimed.append(lease)
             _recovered(metrics, lease, "restart", host)
-            _release_message(queue, lease)
+            _give_back(messages, lease)
     return reclaimed
 
 
-def _release_message(queue, lease: Lease) -> None:
+def _give_back(messages: Messages | None, lease: Lease) -> None:
     """Make the reclaimed job's message visible now (if its receipt is still valid)."""
-    if queue is not None and lease.receipt:
+    if messages is not None and lease.receipt:
         try:
-            queue.change_visibility(lease.receipt, 0)
+            messages.give_back(lease.receipt)
         except Exception as exc:  # the message returns on its own when visibility ends
             logger.info("could not return message of %s early: %s", lease.job_id, exc,
                         extra=extra("message_return_skipped", lease.tenant_id, lease.job_id))

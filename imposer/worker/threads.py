@@ -12,7 +12,11 @@ logger = logging.getLogger(__name__)
 
 
 class Periodic(threading.Thread):
-    """Call *fn* every *interval* seconds until *stop* is set; log, never die, on errors."""
+    """Call *fn* every *interval* seconds until stopped; log, never die, on errors.
+
+    The supervisor checks ``is_alive()`` of every one of these and stops the
+    worker if one is gone, rather than run unsupervised.
+    """
 
     def __init__(self, name: str, interval: float, fn: Callable[[], object],
                  stop: threading.Event | None = None) -> None:
@@ -20,7 +24,6 @@ class Periodic(threading.Thread):
         self.interval = interval
         self.fn = fn
         self.stop_event = stop or threading.Event()
-        self.passes = 0
 
     def run(self) -> None:
         while not self.stop_event.wait(self.interval):
@@ -28,8 +31,7 @@ class Periodic(threading.Thread):
                 self.fn()
             except Exception:
                 logger.exception("%s pass failed; will retry in %ss", self.name, self.interval,
-                                 extra=extra(f"{self.name}_error"))
-            self.passes += 1
+                                  extra=extra(f"{self.name}_error"))
 
     def stop(self, timeout: float = 10.0) -> None:
         self.stop_event.set()

@@ -6,7 +6,7 @@ import attrs
 
 from imposer.aws.dynamodb import Dynamo
 from imposer.aws.sqs import JobQueue
-from imposer.clock import SystemClock
+from imposer.clock import Clock, SystemClock
 from imposer.metrics import Metrics
 from imposer.settings import Settings
 from imposer.state.jobs import JobStore
@@ -16,7 +16,7 @@ from imposer.state.tenants import TenantStore
 
 @attrs.frozen(kw_only=True)
 class Backends:
-    """Everything the parent process uses to reach AWS state."""
+    """Everything the parent process uses to reach AWS state, for the composition root."""
 
     settings: Settings
     dynamo: Dynamo
@@ -25,10 +25,11 @@ class Backends:
     jobs: JobStore
     queue: JobQueue
     metrics: Metrics
-    clock: object
+    clock: Clock
 
 
-def connect(settings: Settings, clock=None, metrics: Metrics | None = None) -> Backends:
+def connect(settings: Settings, clock: Clock | None = None,
+            metrics: Metrics | None = None) -> Backends:
     clock = clock or SystemClock()
     dynamo = Dynamo(settings.region)
     tenants = TenantStore(dynamo, settings.tenants_table, settings.default_cap)

@@ -94,4 +94,4 @@ class TestImpose:
         result = runner.invoke(impose_command, ["a5-booklet-a4", str(src),
                                                 str(tmp_path / "no" / "o.pdf")])
         assert result.exit_code == 1
-        assert result.stderr.startswith("imposer: cannot impose: ")
+        assert result.stderr.startswith("imposer: error: cannot impose: ")

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from imposer.client import WebhookVerificationError, verify_webhook
-from imposer.webhooks.delivery import sign
+from imposer.models.signature import sign
 
 SECRET = "s3cr3t"
 NOW = 1_700_000_000
@@ -30,7 +30,7 @@ class TestVerifyWebhook:
 
     def test_matches_service_signer(self):
         """Headers made by the service's sign() verify on the client side."""
-        assert verify_webhook(sign(SECRET, BODY, NOW), BODY, SECRET, now=NOW)["job_id"] == "job-1"
+        assert verify_webhook(sign(SECRET, BODY, NOW, "msg_1"), BODY, SECRET, now=NOW)["job_id"] == "job-1"
 
     def test_header_names_any_case(self):
         """Header lookup ignores case, as HTTP does."""

@@ -109,7 +109,7 @@ class TestReasons:
         lease = backends.leases.acquire(req, "hostX", 3).lease
         clock.advance(65)
         running = ask(backends, req.job_id)
-        assert running.code == "running" and "host hostX slot 3 for 65s" in running.reason
+        assert running.code == "running" and "host hostX slot 3 for 1m05s" in running.reason
         backends.leases.release(lease, JobStatus.SUCCEEDED)
         assert ask(backends, req.job_id).code == "succeeded"
 

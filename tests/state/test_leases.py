@@ -20,7 +20,7 @@ class TestAcquire:
         """The default cap admits four jobs of a tenant; the fifth is at cap."""
         verdicts = [backends.leases.acquire(request(), "h", i).verdict for i in range(5)]
         assert verdicts == [Verdict.ACQUIRED] * 4 + [Verdict.AT_CAP]
-        assert backends.leases.counters()["acme"]["inflight"] == 4
+        assert backends.leases.counters()["acme"].inflight == 4
 
     def test_tenants_are_independent(self, backends):
         """One tenant at cap does not block another."""
@@ -48,7 +48,7 @@ class TestAcquire:
         again = backends.leases.acquire(req, "h2", 1)
         assert again.verdict == Verdict.RUNNING
         assert again.holder.epoch == first.lease.epoch
-        assert backends.leases.counters()["acme"]["inflight"] == 1
+        assert backends.leases.counters()["acme"].inflight == 1
 
     def test_duplicate_of_finished_job(self, backends):
         """A job that reached a final state is never run again."""
@@ -57,7 +57,7 @@ class TestAcquire:
         backends.leases.release(lease, JobStatus.SUCCEEDED, finished_at=1.0)
         again = backends.leases.acquire(req, "h", 0)
         assert again.verdict == Verdict.DONE and again.status == "succeeded"
-        assert backends.leases.counters()["acme"]["inflight"] == 0
+        assert backends.leases.counters()["acme"].inflight == 0
 
     def test_retrying_job_can_be_acquired_again(self, backends):
         """A failed attempt released as retrying may run again, attempts counted."""
@@ -97,7 +97,7 @@ class TestFencing:
             backends.leases.renew(lease)
         with pytest.raises(LeaseLost):
             backends.leases.release(lease, JobStatus.SUCCEEDED)
-        assert backends.leases.counters()["acme"]["inflight"] == 0
+        assert backends.leases.counters()["acme"].inflight == 0
 
     def test_old_holder_cannot_touch_new_lease(self, backends, clock):
         """After a reclaim and a new acquire, the stale holder cannot release the new lease."""
@@ -109,9 +109,9 @@ class TestFencing:
         with pytest.raises(LeaseLost):
             backends.leases.release(old, JobStatus.FAILED)
         assert backends.leases.leases() == [new]
-        assert backends.leases.counters()["acme"]["inflight"] == 1
+        assert backends.leases.counters()["acme"].inflight == 1
         backends.leases.release(new, JobStatus.SUCCEEDED)
-        assert backends.leases.counters()["acme"]["inflight"] == 0
+        assert backends.leases.counters()["acme"].inflight == 0
 
     def test_renew_extends_expiry(self, backends, clock):
         """A renewed lease survives a sweep past its first expiry."""
@@ -145,7 +145,7 @@ class TestSweep:
         other = connect(backends.settings, clock=clock)
         assert len(sweep(backends.leases, backends.metrics).reclaimed) == 1
         assert len(sweep(other.leases, other.metrics).reclaimed) == 0
-        assert backends.leases.counters()["acme"]["inflight"] == 0
+        assert backends.leases.counters()["acme"].inflight == 0
 
     def test_repair_fixes_drifted_counter(self, backends):
         """A counter that disagrees with its live leases is set right."""
@@ -153,7 +153,7 @@ class TestSweep:
         backends.dynamo.update(backends.settings.leases_table, {"pk": "counter#acme"},
                                "SET inflight = :n", {":n": 3})
         assert backends.leases.repair() == {"acme": (3, 1)}
-        assert backends.leases.counters()["acme"]["inflight"] == 1
+        assert backends.leases.counters()["acme"].inflight == 1
 
     def test_restart_reclaims_own_host_at_once(self, backends):
         """A restarting host takes back its own live leases without waiting for expiry."""
@@ -162,7 +162,7 @@ class TestSweep:
         got = reclaim_host(backends.leases, backends.metrics, "me")
         assert [l.job_id for l in got] == [mine.job_id]
         assert backends.leases.leases() == [theirs]
-        assert backends.leases.counters()["acme"]["inflight"] == 1
+        assert backends.leases.counters()["acme"].inflight == 1
 
 
 def _racer(settings, tenants, cycles, host, results):
@@ -214,6 +214,6 @@ class TestRace:
         assert all(worst[t] <= limits[t] for t in worst), (worst, limits)
         assert sum(c for _, c in outcomes) > 0, "the race never hit the cap"
         assert backends.leases.leases() == []
-        assert all(c["inflight"] == 0 for c in backends.leases.counters().values())
+        assert all(c.inflight == 0 for c in backends.leases.counters().values())
         done = backends.jobs.list(statuses=["succeeded"])
         assert len(done) == sum(g for g, _ in outcomes)

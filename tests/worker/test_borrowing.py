@@ -27,11 +27,11 @@ class TestBorrowedLeases:
         lent = backends.leases.acquire(request(), "h", 1, borrow=True).lease
         assert (own.borrowed, lent.borrowed) == (False, True)
         counter = backends.leases.counters()["acme"]
-        assert (counter["inflight"], counter["borrowed"]) == (1, 1)
+        assert (counter.inflight, counter.borrowed) == (1, 1)
         assert backends.leases.acquire(request(), "h", 2).verdict == Verdict.AT_CAP
         backends.leases.release(lent, JobStatus.SUCCEEDED)
         counter = backends.leases.counters()["acme"]
-        assert (counter["inflight"], counter["borrowed"]) == (1, 0)
+        assert (counter.inflight, counter.borrowed) == (1, 0)
 
     def test_swept_borrowed_lease_returns_to_borrowed_count(self, backends, clock):
         """Reclaiming an expired borrowed lease decrements `borrowed`, leaving the cap count alone."""
@@ -41,7 +41,7 @@ class TestBorrowedLeases:
         clock.advance(backends.settings.lease_ttl_seconds + 1)
         assert len(sweep(backends.leases, backends.metrics).reclaimed) == 2
         counter = backends.leases.counters()["acme"]
-        assert (counter["inflight"], counter["borrowed"]) == (0, 0)
+        assert (counter.inflight, counter.borrowed) == (0, 0)
 
     def test_repair_counts_own_and_borrowed_apart(self, backends):
         """A drifted counter is repaired to its own and borrowed lease counts separately."""
@@ -52,7 +52,7 @@ class TestBorrowedLeases:
                                "SET inflight = :n, borrowed = :n", {":n": 5})
         assert backends.leases.repair() == {"acme": (10, 2)}
         counter = backends.leases.counters()["acme"]
-        assert (counter["inflight"], counter["borrowed"]) == (1, 1)
+        assert (counter.inflight, counter.borrowed) == (1, 1)
 
 
 class TestPolicy:
@@ -123,4 +123,4 @@ class TestTwoHostsBorrowing:
         assert all(backends.jobs.get(j).status == JobStatus.SUCCEEDED for j in ids)
         assert backends.leases.leases() == []
         counter = backends.leases.counters()["heavy"]
-        assert (counter["inflight"], counter.get("borrowed", 0)) == (0, 0)
+        assert (counter.inflight, counter.borrowed) == (0, 0)

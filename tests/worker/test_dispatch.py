@@ -67,3 +67,14 @@ class TestGuard:
         with pytest.raises(SystemExit):
             with guard(None):
                 raise SystemExit(3)
+
+
+class TestDrainMemo:
+    def test_drain_returns_live_entries_and_forgets_all(self):
+        """On stop the memo hands back every message still ours, and nothing after."""
+        memo = DeferredMemo(limit=10)
+        keep, expired = request(), request("globex")
+        memo.remember(keep, message(1, sent=1.0), until=50.0)
+        memo.remember(expired, message(2, sent=1.0), until=5.0)
+        assert [r for r, _ in memo.drain(now=10.0)] == [keep]
+        assert memo.drain(now=10.0) == [] and memo.take("acme", 0.0) is None

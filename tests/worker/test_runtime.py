@@ -71,7 +71,7 @@ class TestTwoHosts:
         runs = calls_by_job(workers[0].calls)
         assert {j: runs.get(j) for j in heavy + light} == {j: 1 for j in heavy + light}
         assert backends.leases.leases() == []
-        assert all(c["inflight"] == 0 for c in backends.leases.counters().values())
+        assert all(c.inflight == 0 for c in backends.leases.counters().values())
         defers = sum(len(w.actions("cap_defer")) for w in workers)
         assert defers > 0, "the heavy tenant was never deferred"
         for job in heavy:
@@ -99,7 +99,7 @@ class TestCrash:
         recovered = rescuer.actions("lease_recovered")
         assert {r["job_id"] for r in recovered} == set(ids)
         assert backends.leases.leases() == []
-        assert backends.leases.counters()["acme"]["inflight"] == 0
+        assert backends.leases.counters()["acme"].inflight == 0
 
     def test_restart_reclaims_own_orphans_at_once(self, settings, backends, tmp_path, workers):
         """The same host restarted after kill -9 takes its jobs back in seconds, not a lease TTL."""
@@ -120,7 +120,7 @@ class TestCrash:
         assert set(statuses(backends, ids).values()) == {"succeeded"}
         boot = second.actions("boot")[0]
         assert boot["reclaimed"] == 2
-        assert backends.leases.counters()["acme"]["inflight"] == 0
+        assert backends.leases.counters()["acme"].inflight == 0
 
 
 class TestToolFates:
@@ -248,7 +248,7 @@ class TestSignals:
         worker.signal(signal.SIGTERM)
         assert worker.wait(20) == 0, worker.tail()
         assert backends.leases.leases() == []
-        assert backends.leases.counters()["acme"]["inflight"] == 0
+        assert backends.leases.counters()["acme"].inflight == 0
         assert {backends.jobs.get(j).status for j in ids} == {JobStatus.QUEUED}
         wait_for(lambda: backends.queue.depth()["visible"] == 2, 10, "messages to be visible")
         for job in ids:

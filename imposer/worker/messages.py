@@ -1,0 +1,83 @@
+"""What happens to a job's SQS message next: the one owner of its fate.
+
+A message is held while its job runs, deferred while its tenant is at its
+cap, retried later after a failure, given back at once when a worker stops,
+deleted when the job is final, or dead-lettered with a reason. Every
+visibility change in the parent goes through here, so each delay has one
+source: the settings (defer, retry backoff, lease TTL).
+
+Nothing here is lost by a refusal: a receipt that is no longer ours (the
+message was received again elsewhere) only means someone else decides now.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import attrs
+
+from imposer.aws.sqs import JobQueue
+from imposer.clock import Clock
+from imposer.logs import extra
+from imposer.models import JobRequest, Received
+from imposer.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+class Messages:
+    """Carry out a message's fate on the job queue, with the delays the settings give."""
+
+    def __init__(self, queue: JobQueue, settings: Settings, clock: Clock) -> None:
+        self.queue = queue
+        self.settings = settings
+        self.clock = clock
+
+    # -- while the job runs ----------------------------------------------------
+    def hold(self, message: Received | str) -> bool:
+        """Keep a running job's message invisible for a lease TTL; False if no longer ours."""
+        return self.queue.change_visibility(message, self.settings.lease_ttl_seconds)
+
+    # -- the job waits ---------------------------------------------------------
+    def defer(self, request: JobRequest, message: Received,
+              seconds: float | None = None) -> bool:
+        """Push the message back (True), or re-publish it if SQS would soon drop it (False).
+
+        A deferred message ages in the queue and is received again and again;
+        before the retention period or the redrive count could drop it, a fresh
+        copy goes in under the same job id, keeping the first submission time.
+        """
+        s = self.settings
+        age = self.clock.time() - message.sent_at
+        if (age > s.retention_seconds - s.republish_margin_seconds
+                or message.receive_count >= s.republish_receive_count):
+            body = attrs.evolve(request, submitted_at=request.submitted_at or message.sent_at)
+            new_id = self.queue.republish(message, body.to_body())
+            logger.warning("re-published job %s (age %.0fs, received %s times) as %s",
+                           request.job_id, age, message.receive_count, new_id,
+                           extra=extra("republished", request.tenant_id, request.job_id))
+            return False
+        self.queue.change_visibility(message, s.defer_seconds if seconds is None else seconds)
+        return True
+
+    def retry_later(self, message: Received, failures: int) -> None:
+        """Bring a failed job back after ``retry_seconds * 2^(failures-1)``."""
+        self.queue.change_visibility(
+            message, self.settings.retry_seconds * 2 ** max(0, failures - 1))
+
+    def requeue(self, message: Received) -> None:
+        """Bring back a job that failed for a reason not its own (licence) after a deferral."""
+        self.queue.change_visibility(message, self.settings.defer_seconds)
+
+    def give_back(self, message: Received | str) -> bool:
+        """Make the message visible now, for another worker; False if no longer ours."""
+        return self.queue.change_visibility(message, 0)
+
+    # -- the job is final ------------------------------------------------------
+    def finish(self, message: Received) -> None:
+        """Delete the message of a job that reached a final state."""
+        self.queue.delete(message)
+
+    def dead_letter(self, message: Received, reason: str) -> None:
+        """Move the message to the DLQ with *reason* attached, then delete it."""
+        self.queue.dead_letter(message, reason)
