@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
+from pathlib import Path
 from typing import Any, Mapping
 
 import attrs
@@ -32,6 +34,11 @@ def _setting(default: Any, env: str, kind: Any, help: str, minimum: float | None
         default=default,
         metadata={"env": env, "kind": kind, "help": help, "minimum": minimum},
     )
+
+
+#: A lease TTL must be at least this many heartbeat intervals: two renewals may be
+#: missed (a throttled call, a slow host) and the third still lands in time.
+TTL_HEARTBEATS = 3
 
 
 @attrs.frozen(kw_only=True)
@@ -62,7 +69,8 @@ class Settings:
     dlq_name: str = _setting("imposer-jobs-dlq", "IMPOSER_DLQ", str, "Dead-letter queue name.")
     bucket: str = _setting("imposer-artwork", "IMPOSER_BUCKET", str, "Artwork and plate bucket.")
     table_prefix: str = _setting(
-        "imposer", "IMPOSER_TABLE_PREFIX", str, "Prefix of the -leases, -jobs, -tenants tables."
+        "imposer", "IMPOSER_TABLE_PREFIX", str,
+        "Prefix of the -leases, -jobs, -tenants, -outbox and -rollups tables."
     )
     engine: str = _setting("pdftoolbox", "IMPOSER_ENGINE", str, "pdftoolbox or open.")
     pdftoolbox: str = _setting(
@@ -71,11 +79,21 @@ class Settings:
     pdftoolbox_args: str = _setting(
         "", "IMPOSER_PDFTOOLBOX_ARGS", str, "Extra CLI arguments, e.g. licence-server options."
     )
+    work_dir: str = _setting(
+        "", "IMPOSER_WORK_DIR", str,
+        "Where pool children keep job files (default: the temp dir's imposer/); a restart "
+        "removes what a killed run left there.",
+    )
     job_timeout_seconds: float = _setting(
         1800.0, "IMPOSER_JOB_TIMEOUT_SECONDS", float, "Kill a job's tool after this long.", 0.1
     )
     memory_limit_mb: float = _setting(
-        4096.0, "IMPOSER_MEMORY_LIMIT_MB", float, "Kill a job's tool tree above this RSS.", 1
+        4096.0, "IMPOSER_MEMORY_LIMIT_MB", float,
+        "Memory ceiling of one slot: the pdfToolbox tree's RSS, or the open engine's address "
+        "space.", 1
+    )
+    max_input_mb: float = _setting(
+        1024.0, "IMPOSER_MAX_INPUT_MB", float, "Largest input PDF a job may download.", 1
     )
     max_attempts: int = _setting(
         3, "IMPOSER_MAX_ATTEMPTS", int, "Counted failures before a job is dead-lettered.", 1
@@ -107,6 +125,22 @@ class Settings:
     reserve_slots: int = _setting(
         1, "IMPOSER_RESERVE_SLOTS", int, "Slots per host never lent to borrowed work.", 0
     )
+    webhook_schedule: str = _setting(
+        "5,300,1800,7200,18000,36000,36000", "IMPOSER_WEBHOOK_SCHEDULE", str,
+        "Seconds between webhook attempts (comma-separated; after the last, it is failed).",
+    )
+    webhook_poll_seconds: float = _setting(
+        5.0, "IMPOSER_WEBHOOK_POLL_SECONDS", float,
+        "How often each host looks for due webhooks in the outbox.", 0.05,
+    )
+    rollup_seconds: float = _setting(
+        60.0, "IMPOSER_ROLLUP_SECONDS", float,
+        "How often a host writes its hourly rollup deltas (report data only).", 0.05,
+    )
+    boot_retry_seconds: float = _setting(
+        120.0, "IMPOSER_BOOT_RETRY_SECONDS", float,
+        "How long a starting worker retries AWS that is not reachable yet before exiting 4.", 0,
+    )
     allow_http_loopback: bool = _setting(
         False, "IMPOSER_WEBHOOK_ALLOW_LOOPBACK", _bool,
         "Allow http:// webhooks to loopback (local use only).",
@@ -115,10 +149,19 @@ class Settings:
         0.0, "IMPOSER_PACE_SECONDS", float,
         "Hold each job at least this long (demos and benchmarks only; 0 in production).", 0,
     )
+    job_retention_days: float = _setting(
+        35.0, "IMPOSER_JOB_RETENTION_DAYS", float,
+        "Days a final job record (and its webhook event) is kept before DynamoDB's TTL "
+        "deletes it; covers the 4-week licence window.", 1,
+    )
     metrics_namespace: str = _setting(
         "imposer", "IMPOSER_METRICS_NAMESPACE", str, "CloudWatch EMF namespace."
     )
     log_level: str = _setting("INFO", "IMPOSER_LOG_LEVEL", str, "Log level.")
+
+    @property
+    def work_root(self) -> Path:
+        return Path(self.work_dir) if self.work_dir else Path(tempfile.gettempdir()) / "imposer"
 
     @property
     def leases_table(self) -> str:
@@ -131,6 +174,14 @@ class Settings:
     @property
     def tenants_table(self) -> str:
         return f"{self.table_prefix}-tenants"
+
+    @property
+    def outbox_table(self) -> str:
+        return f"{self.table_prefix}-outbox"
+
+    @property
+    def rollups_table(self) -> str:
+        return f"{self.table_prefix}-rollups"
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, **options: Any) -> "Settings":
@@ -164,8 +215,18 @@ class Settings:
             raise ConfigError(f"IMPOSER_ENGINE: {self.engine!r} is not pdftoolbox or open")
         if not 0 <= self.poll_seconds <= 20:
             raise ConfigError("IMPOSER_POLL_SECONDS must be between 0 and 20")
-        if self.heartbeat_seconds >= self.lease_ttl_seconds:
-            raise ConfigError("IMPOSER_HEARTBEAT_SECONDS must be shorter than the lease TTL")
+        if self.lease_ttl_seconds < TTL_HEARTBEATS * self.heartbeat_seconds:
+            raise ConfigError(
+                f"IMPOSER_LEASE_TTL_SECONDS ({self.lease_ttl_seconds:g}) must be at least "
+                f"{TTL_HEARTBEATS} x IMPOSER_HEARTBEAT_SECONDS ({self.heartbeat_seconds:g}): a "
+                "lease must outlive two missed renewals and the slowest renewal")
+        try:
+            schedule = [float(x) for x in self.webhook_schedule.split(",") if x.strip()]
+        except ValueError:
+            schedule = [-1.0]
+        if not schedule or min(schedule) < 0:
+            raise ConfigError("IMPOSER_WEBHOOK_SCHEDULE must be comma-separated seconds, "
+                              f"got {self.webhook_schedule!r}")
         if self.borrow and self.reserve_slots >= self.slots:
             raise ConfigError("IMPOSER_RESERVE_SLOTS must be smaller than IMPOSER_SLOTS")
 

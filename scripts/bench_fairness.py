@@ -112,7 +112,7 @@ class Stack:
 
 def run_policy(stack: Stack, jobs, policy: str, workdir: Path, predict: bool = False) -> dict:
     """Run *jobs* through a real worker under *policy*; return per-job facts and counters."""
-    from imposer.aws.provision import provision
+    from imposer.state.provision import provision
     from imposer.client import submit
     from imposer.dev.samples import numbered_pdf
     from imposer.settings import Settings

@@ -38,7 +38,7 @@ class TestSettings:
         ({"IMPOSER_SLOTS": "eight"}, "IMPOSER_SLOTS: 'eight' is not a valid int"),
         ({"IMPOSER_SLOTS": "0"}, "below the minimum"),
         ({"IMPOSER_ENGINE": "ghostscript"}, "not pdftoolbox or open"),
-        ({"IMPOSER_HEARTBEAT_SECONDS": "700"}, "shorter than the lease TTL"),
+        ({"IMPOSER_HEARTBEAT_SECONDS": "300"}, "at least 3 x IMPOSER_HEARTBEAT_SECONDS"),
         ({"IMPOSER_POLL_SECONDS": "30"}, "between 0 and 20"),
         ({"IMPOSER_BORROW": "1", "IMPOSER_SLOTS": "1"}, "RESERVE_SLOTS must be smaller"),
         ({"IMPOSER_BORROW": "maybe"}, "IMPOSER_BORROW"),

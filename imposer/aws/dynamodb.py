@@ -151,10 +151,65 @@ class Dynamo:
                     raise
                 raise TransactionCancelled(reasons) from None
 
+    def query(self, table: str, key: str, values: dict[str, Any],
+              names: dict[str, str] | None = None, *, index: str | None = None,
+              filter: str | None = None, limit: int | None = None, newest_first: bool = False,
+              start: dict[str, Any] | None = None,
+              consistent: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """Return one page of items matching the key condition, and the key to go on from."""
+        kwargs: dict[str, Any] = {
+            "TableName": table, "ScanIndexForward": not newest_first,
+            **_expressions(None, values, names, KeyConditionExpression=key,
+                           FilterExpression=filter)}
+        if index:
+            kwargs["IndexName"] = index
+        elif consistent:
+            kwargs["ConsistentRead"] = True
+        if limit:
+            kwargs["Limit"] = limit
+        if start:
+            kwargs["ExclusiveStartKey"] = serialize(start)
+        with session.translated(f"query {table}{'/' + index if index else ''}"):
+            resp = self.client.query(**kwargs)
+        last = resp.get("LastEvaluatedKey")
+        return [deserialize(i) for i in resp.get("Items", [])], deserialize(last) if last else None
+
+    def query_all(self, table: str, key: str, values: dict[str, Any],
+                  names: dict[str, str] | None = None, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """Yield every item matching the key condition, page after page."""
+        start = None
+        while True:
+            items, start = self.query(table, key, values, names, start=start, **kwargs)
+            yield from items
+            if start is None:
+                return
+
+    def batch_get(self, table: str, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Read up to any number of items by key (100 per call), strongly consistent."""
+        out: list[dict[str, Any]] = []
+        pending = [serialize(k) for k in keys]
+        while pending:
+            chunk, pending = pending[:100], pending[100:]
+            request = {table: {"Keys": chunk, "ConsistentRead": True}}
+            while request:
+                with session.translated(f"read {table}"):
+                    resp = self.client.batch_get_item(RequestItems=request)
+                out += [deserialize(i) for i in resp.get("Responses", {}).get(table, [])]
+                request = resp.get("UnprocessedKeys") or None
+        return out
+
+    def delete(self, table: str, key: dict[str, Any]) -> None:
+        with session.translated(f"delete from {table}"):
+            self.client.delete_item(TableName=table, Key=serialize(key))
+
     def scan(self, table: str, filter: str | None = None,
              values: dict[str, Any] | None = None,
              names: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
-        """Yield every item of *table* (strongly consistent) matching *filter*."""
+        """Yield every item of *table* (strongly consistent) matching *filter*.
+
+        Only for small tables (leases, tenants) and explicit exports: a Scan of
+        a table that grows with history has no place on a routine path.
+        """
         kwargs = {"TableName": table, "ConsistentRead": True,
                   **_expressions(None, values, names, FilterExpression=filter)}
         while True:
@@ -165,24 +220,6 @@ class Dynamo:
             if "LastEvaluatedKey" not in resp:
                 return
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
-
-    def ensure_table(self, table: str, key: str) -> bool:
-        """Create an on-demand table keyed by the string *key*; return True if created."""
-        with session.translated(f"create {table}"):
-            try:
-                self.client.create_table(
-                    TableName=table,
-                    KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-                    AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-                    BillingMode="PAY_PER_REQUEST",
-                )
-            except botocore.exceptions.ClientError as exc:
-                if session.error_code(exc) == "ResourceInUseException":
-                    return False
-                raise
-            self.client.get_waiter("table_exists").wait(
-                TableName=table, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
-        return True
 
     def table_exists(self, table: str) -> bool:
         try:

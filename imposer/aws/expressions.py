@@ -6,7 +6,7 @@ reserved words; going through placeholders everywhere avoids the trap.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import attrs
 
@@ -22,7 +22,12 @@ class Update:
     _add: list[str] = attrs.field(factory=list)
 
     def name(self, attr: str) -> str:
-        key = f"#{attr}"
+        """Return the placeholder of *attr* (``#status``, or ``#n3`` for names like ``t|a|w1``)."""
+        for key, known in self.names.items():
+            if known == attr:
+                return key
+        safe = attr.isascii() and attr.replace("_", "a").isalnum()
+        key = f"#{attr}" if safe else f"#n{len(self.names)}"
         self.names[key] = attr
         return key
 
@@ -50,8 +55,9 @@ class Update:
         self._remove.extend(self.name(a) for a in attrs_)
         return self
 
-    def add(self, **fields: Any) -> "Update":
-        for attr, value in fields.items():
+    def add(self, fields: Mapping[str, Any] | None = None, **more: Any) -> "Update":
+        """ADD numbers; *fields* takes attribute names that are not Python identifiers."""
+        for attr, value in {**(fields or {}), **more}.items():
             self._add.append(f"{self.name(attr)} {self.value(value)}")
         return self
 

@@ -1,14 +1,24 @@
-"""The S3 adapter: the only AWS the pool children touch."""
+"""The S3 adapter: the only AWS a pool child touches, and the parent's plate promotion.
+
+A child uploads its plate to an attempt key of its own; the parent copies it
+to the job's output key only after the attempt's fenced release committed
+(``promote``). A reclaimed (zombie) attempt never gets that far, so at most
+one attempt's output ever becomes visible at the output key.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import botocore.exceptions
+from boto3.exceptions import S3UploadFailedError
 
 from imposer.aws import session
 from imposer.errors import BackendError, InputPdfError, MissingResource, StorageError
 from imposer.models import S3Uri
+
+#: Object metadata naming the attempt (fencing epoch) a plate came from.
+EPOCH_META = "imposer-epoch"
 
 
 class Storage:
@@ -17,11 +27,17 @@ class Storage:
     def __init__(self, region: str) -> None:
         self.client = session.client("s3", region)
 
-    def download(self, uri: S3Uri, path: Path) -> int:
-        """Fetch *uri* to *path*; a missing object is the tenant's permanent error."""
+    def download(self, uri: S3Uri, path: Path, max_bytes: int | None = None) -> int:
+        """Fetch *uri* to *path*; a missing or oversized object is the tenant's error."""
         try:
             with session.translated(f"download {uri}"):
                 try:
+                    if max_bytes is not None:
+                        size = self.client.head_object(Bucket=uri.bucket,
+                                                       Key=uri.key)["ContentLength"]
+                        if size > max_bytes:
+                            raise InputPdfError(f"{uri} is {size} bytes; the limit is "
+                                                f"{max_bytes}")
                     self.client.download_file(uri.bucket, uri.key, str(path))
                 except botocore.exceptions.ClientError as exc:
                     if session.error_code(exc) in ("404", "NoSuchKey", "403"):
@@ -33,16 +49,66 @@ class Storage:
             raise StorageError(str(exc)) from None
         return path.stat().st_size
 
-    def upload(self, path: Path, uri: S3Uri, content_type: str = "application/pdf") -> int:
+    def upload(self, path: Path, uri: S3Uri, content_type: str = "application/pdf",
+               epoch: str | None = None) -> int:
+        """Upload *path* to *uri*; any failure is a StorageError (transient: retried)."""
+        extra = {"ContentType": content_type}
+        if epoch:
+            extra["Metadata"] = {EPOCH_META: epoch}
         try:
             with session.translated(f"upload {uri}"):
-                self.client.upload_file(str(path), uri.bucket, uri.key,
-                                        ExtraArgs={"ContentType": content_type})
+                self.client.upload_file(str(path), uri.bucket, uri.key, ExtraArgs=extra)
+        except S3UploadFailedError as exc:
+            raise StorageError(f"upload {uri} failed: {exc}") from None
         except BackendError as exc:
             raise StorageError(str(exc)) from None
         return path.stat().st_size
 
-    def put_bytes(self, data: bytes, uri: S3Uri, content_type: str = "application/octet-stream") -> None:
+    def epoch_of(self, uri: S3Uri) -> str | None:
+        """Return the attempt a stored plate came from; "" for a foreign object; None if absent."""
+        with session.translated(f"read {uri}"):
+            try:
+                head = self.client.head_object(Bucket=uri.bucket, Key=uri.key)
+            except botocore.exceptions.ClientError as exc:
+                if session.error_code(exc) in ("404", "NoSuchKey", "NotFound"):
+                    return None
+                raise
+        return head.get("Metadata", {}).get(EPOCH_META, "")
+
+    def promote(self, attempt: S3Uri, output: S3Uri, epoch: str) -> bool:
+        """Make the committed attempt's plate the job's output; True if it is (now) there.
+
+        Idempotent: a plate already promoted from this epoch is left alone. The
+        copy is conditional on the key being empty (S3's If-None-Match), so two
+        promoters of one attempt cannot both write. False when another
+        attempt's plate is already there (which fencing should make impossible).
+        """
+        there = self.epoch_of(output)
+        if there == epoch:
+            self.delete(attempt)
+            return True
+        if there:
+            return False
+        kwargs = {"Bucket": output.bucket, "Key": output.key, "MetadataDirective": "COPY",
+                  "CopySource": {"Bucket": attempt.bucket, "Key": attempt.key}}
+        if there is None:
+            kwargs["IfNoneMatch"] = "*"
+        with session.translated(f"promote {attempt} to {output}"):
+            try:
+                self.client.copy_object(**kwargs)
+            except botocore.exceptions.ClientError as exc:
+                if session.error_code(exc) not in ("PreconditionFailed", "ConditionalRequestConflict"):
+                    raise
+                return self.epoch_of(output) == epoch
+        self.delete(attempt)
+        return True
+
+    def delete(self, uri: S3Uri) -> None:
+        with session.translated(f"delete {uri}"):
+            self.client.delete_object(Bucket=uri.bucket, Key=uri.key)
+
+    def put_bytes(self, data: bytes, uri: S3Uri,
+                  content_type: str = "application/octet-stream") -> None:
         with session.translated(f"upload {uri}"):
             self.client.put_object(Bucket=uri.bucket, Key=uri.key, Body=data,
                                    ContentType=content_type)

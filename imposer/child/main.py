@@ -6,15 +6,20 @@ task's storage adapter); the queue and the lease state belong to the parent.
 
 from __future__ import annotations
 
+import resource
 import signal
 import sys
 
+from imposer.settings import Settings
 
-def child_main(conn, settings) -> None:
+
+def child_main(conn, settings: Settings) -> None:
     """Run jobs sent over *conn* until told to stop; never raise across the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     # SIGTERM unwinds, so the tool wrapper's cleanup kills pdfToolbox's tree.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    if settings.engine == "open":
+        ceiling(settings.memory_limit_mb)
     from imposer.child import task
 
     runner = task.TaskRunner(settings)
@@ -26,3 +31,19 @@ def child_main(conn, settings) -> None:
         if spec is None:
             return
         conn.send(runner.run(spec))
+        if runner.spent:  # after a MemoryError, a fresh process is safer than this one
+            return
+
+
+def ceiling(megabytes: float) -> None:
+    """Cap this process's address space, so a bomb fails here with MemoryError.
+
+    Only for the open engine, which imposes in this process; pdfToolbox runs in
+    its own process tree under the psutil RSS watchdog instead. The hard limit
+    stays as it was, so nothing this process starts inherits a lowered one.
+    """
+    limit = int(megabytes * 1024 * 1024)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))

@@ -3,41 +3,58 @@
 This code touches S3 only, through the storage adapter; the queue and the
 lease state belong to the parent. It never raises: every failure becomes an
 Outcome whose fate follows from the exception class.
+
+Nothing a message says is opened as a local path: the layout is a built-in
+preset by name, an inline spec, or a file under the tenant's S3 prefix
+downloaded into the job's own directory.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import tempfile
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
+from imposer.aws.s3 import Storage
 from imposer.errors import (
+    InvalidMessage,
     JobError,
     LayoutError,
     LicenceUnavailable,
     PermanentJobError,
+    TooLarge,
 )
 from imposer.logs import extra
-from imposer.models import Fate, JobRequest, Outcome, S3Uri, TaskSpec
+from imposer.models import Fate, JobRequest, Outcome, S3Uri, TaskSpec, parse_json
+from imposer.settings import Settings
 
 logger = logging.getLogger(__name__)
+
+#: Largest layout file read from S3.
+MAX_LAYOUT_BYTES = 64 * 1024
+
+
+def _scrubbed(exc: Exception, workdir: Path) -> Exception:
+    """Say "the job's input" rather than a worker's temp path in a reason a tenant reads."""
+    text = str(exc).replace(str(workdir / "input.pdf"), "the input PDF")
+    text = text.replace(str(workdir / "plate.pdf"), "the plate").replace(str(workdir), "<job>")
+    return exc if text == str(exc) else type(exc)(text)
 
 
 class TaskRunner:
     """Run jobs in this child; the S3 client is made once per child."""
 
-    def __init__(self, settings) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._storage = None
+        self._storage: Storage | None = None
+        #: Set after a MemoryError: this process should be replaced, not reused.
+        self.spent = False
 
     @property
-    def storage(self):
+    def storage(self) -> Storage:
         if self._storage is None:
-            from imposer.aws.s3 import Storage
-
             self._storage = Storage(self.settings.region)
         return self._storage
 
@@ -45,16 +62,26 @@ class TaskRunner:
         req = spec.request
         timings: dict[str, float] = {}
         began = time.monotonic()
+        workdir = Path(spec.workdir) / f"{req.job_id}-{spec.epoch}"
         try:
-            with tempfile.TemporaryDirectory(prefix=f"imposer-{req.job_id}-") as tmp:
-                summary = self._run(spec, Path(tmp), timings)
+            workdir.mkdir(parents=True, exist_ok=True)
+            try:
+                summary = self._run(spec, workdir, timings)
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
             pace = self.settings.pace_seconds - (time.monotonic() - began)
             if pace > 0:
                 time.sleep(pace)
             return Outcome(job_id=req.job_id, fate=Fate.SUCCEEDED, timings=timings,
-                           output_bytes=summary.get("bytes"), sheets=summary.get("sheets"))
-        except JobError as exc:
-            return self._failed(req, exc, timings)
+                           output_bytes=summary.get("bytes"), sheets=summary.get("sheets"),
+                           warnings=summary.get("warnings", ()))
+        except MemoryError:
+            self.spent = True
+            return self._failed(req, TooLarge(
+                f"the job needed more than the slot's memory ceiling of "
+                f"{self.settings.memory_limit_mb:g} MB"), timings)
+        except (JobError, InvalidMessage) as exc:
+            return self._failed(req, _scrubbed(exc, workdir), timings)
         except Exception as exc:  # a bug or an unexpected library error: retry, counted
             logger.exception("job %s crashed in the pool", req.job_id,
                              extra=extra("task_crashed", req.tenant_id, req.job_id))
@@ -75,44 +102,57 @@ class TaskRunner:
         return Outcome(job_id=req.job_id, fate=fate, reason=str(exc), error_kind=exc.kind,
                        timings=timings)
 
-    def _run(self, spec: TaskSpec, tmp: Path, timings: dict[str, float]) -> dict[str, Any]:
+    def _run(self, spec: TaskSpec, workdir: Path, timings: dict[str, float]) -> dict[str, Any]:
         from imposer.engine import load_layout
 
         req = spec.request
         t0 = time.monotonic()
-        source = tmp / "input.pdf"
-        self.storage.download(S3Uri.parse(req.input), source)
-        layout = load_layout(self._layout_source(req.layout, tmp))
+        source = workdir / "input.pdf"
+        self.storage.download(S3Uri.parse(req.input), source,
+                              max_bytes=int(self.settings.max_input_mb * 1024 * 1024))
+        layout = load_layout(self._layout_source(req.layout, workdir))
         timings["download"] = round(time.monotonic() - t0, 4)
         t1 = time.monotonic()
-        plate = tmp / "plate.pdf"
-        sheets = self._impose(spec, layout, source, plate, tmp)
+        plate = workdir / "plate.pdf"
+        summary = self._impose(spec, layout, source, plate, workdir)
         timings["impose"] = round(time.monotonic() - t1, 4)
         t2 = time.monotonic()
-        size = self.storage.upload(plate, S3Uri.parse(req.output))
+        size = self.storage.upload(plate, S3Uri.parse(spec.upload_to), epoch=spec.epoch)
         timings["upload"] = round(time.monotonic() - t2, 4)
-        return {"bytes": size, "sheets": sheets}
+        return {"bytes": size, **summary}
 
-    def _layout_source(self, layout: Any, tmp: Path) -> Any:
-        """Turn the message's layout (URI, {"preset": name} or inline spec) into a source."""
+    def _layout_source(self, layout: Any, workdir: Path) -> Any:
+        """Turn the message's layout into what load_layout takes: never a local path.
+
+        ``{"preset": NAME}`` stays a dict, which load_layout checks against
+        the built-in presets by name; an inline spec stays a dict; an s3:// URI
+        (checked to lie under the tenant's prefix) is downloaded and parsed
+        within size and depth limits.
+        """
         if isinstance(layout, dict):
-            if set(layout) == {"preset"}:
-                return layout["preset"]
             return layout
-        path = tmp / "layout.json"
-        self.storage.download(S3Uri.parse(layout), path)
+        path = workdir / "layout.json"
         try:
-            return json.loads(path.read_text())
-        except ValueError as exc:
-            raise LayoutError(f"layout file {layout} is not JSON: {exc}") from None
+            self.storage.download(S3Uri.parse(layout), path, max_bytes=MAX_LAYOUT_BYTES)
+        except JobError as exc:
+            if exc.kind == "bad_pdf":  # the download helper's word for "not there"
+                raise LayoutError(f"layout file {layout}: {exc}") from None
+            raise
+        try:
+            return parse_json(path.read_bytes(), what=f"layout file {layout}",
+                              max_bytes=MAX_LAYOUT_BYTES)
+        except InvalidMessage as exc:
+            raise LayoutError(str(exc)) from None
 
     def _impose(self, spec: TaskSpec, layout, source: Path, plate: Path,
-                tmp: Path) -> int | None:
+                workdir: Path) -> dict[str, Any]:
         req = spec.request
         if self.settings.engine == "open":
             from imposer.engine import impose
 
-            return impose(layout, source, plate).sheets
+            summary = impose(layout, source, plate)
+            return {"sheets": summary.sheets,
+                    "warnings": tuple(getattr(summary, "warnings", ()))}
         from imposer.engine.pdftoolbox import build_command, run_tool
 
         if not layout.pdftoolbox_profile:
@@ -121,9 +161,9 @@ class TaskRunner:
                                 layout.pdftoolbox_profile, source, plate,
                                 layout.pdftoolbox_variables)
         result = run_tool(command, timeout=spec.timeout,
-                          memory_limit_mb=self.settings.memory_limit_mb, cwd=tmp,
-                          tenant_id=req.tenant_id, job_id=req.job_id)
+                          memory_limit_mb=self.settings.memory_limit_mb, cwd=workdir,
+                          tenant_id=req.tenant_id, job_id=req.job_id, owner=spec.owner)
         logger.info("pdfToolbox finished job %s in %.2fs (exit %s, peak %.0f MB)", req.job_id,
                     result.seconds, result.returncode, result.peak_rss_mb,
                     extra=extra("tool_done", req.tenant_id, req.job_id))
-        return None
+        return {}

@@ -1,9 +1,10 @@
 """The `imposer` command: one module per command group.
 
 ``worker`` holds what a host runs (``run``, ``sweep``, ``init``, ``local``),
-``operator`` the views and levers of an operator (``leases``, ``tenants``,
-``jobs``, ``why``, ``stats``, ``capacity``), ``tools`` what sits beside the
-worker (``submit``, ``demo``) and ``engine`` the open engine on its own
+``operator`` an operator's levers and live state (``leases``, ``tenants``,
+``webhooks``), ``reports`` their questions (``jobs``, ``why``, ``stats``,
+``capacity``, ``fetch``), ``tools`` what sits beside the worker (``submit``,
+``demo``) and ``engine`` the open engine on its own
 (``layouts``, ``impose``). ``common`` has the shared options, errors and exit
 codes. Every setting is also an IMPOSER_* environment variable; an option
 given on the command line wins. AWS is reached through boto3, so
@@ -31,12 +32,12 @@ def main() -> None:
 
 
 def _register() -> None:
-    from imposer.cli import engine, operator, tools, worker
+    from imposer.cli import engine, operator, reports, tools, worker
 
     for command in (worker.run, worker.sweep, worker.init, worker.local,
-                    operator.leases, operator.tenants, operator.jobs, operator.why,
-                    operator.stats, operator.capacity, tools.submit, tools.demo,
-                    engine.layouts_command, engine.impose_command):
+                    operator.leases, operator.tenants, operator.webhooks, reports.jobs,
+                    reports.why, reports.stats, reports.capacity, reports.fetch, tools.submit,
+                    tools.demo, engine.layouts_command, engine.impose_command):
         main.add_command(command)
 
 

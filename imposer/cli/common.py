@@ -10,7 +10,7 @@ import attrs
 import click
 
 from imposer import logs
-from imposer.errors import BackendError, ConfigError, ImposerError
+from imposer.errors import BackendError, ConfigError, ImposerError, MissingResource
 from imposer.models.exits import Exit
 from imposer.settings import Settings, env_help
 
@@ -46,6 +46,8 @@ def settings_options(*names: str):
 
 
 AWS_NAMES = ("region", "queue_name", "dlq_name", "bucket", "table_prefix")
+#: What a command that reads only the tables needs.
+TABLE_NAMES = ("region", "table_prefix")
 #: Every setting: `imposer run` takes them all.
 ALL_NAMES = tuple(f.name for f in attrs.fields(Settings))
 
@@ -63,7 +65,7 @@ def handle_errors(func):
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except ConfigError as exc:
+        except (ConfigError, MissingResource) as exc:
             fail(str(exc), Exit.CONFIG)
         except BackendError as exc:
             fail(str(exc), Exit.BACKEND)

@@ -54,11 +54,24 @@ def local(port: int, strict_order: bool) -> None:
 @settings_options(*AWS_NAMES, "lease_ttl_seconds", "retention_seconds", "max_receive_count")
 @handle_errors
 def init(settings: Settings) -> None:
-    """Create the job queue, its DLQ, the tables and the bucket (idempotent)."""
-    from imposer.aws.provision import provision
+    """Create the job queue, its DLQ, the tables and the bucket (idempotent); upgrade old tables.
 
-    for kind, name, created in provision(settings):
-        click.echo(f"{kind:7} {name:32} {'created' if created else 'exists'}")
+    On tables made by an older imposer it adds the indexes and TTL they lack
+    and moves job records still open to their (tenant, job) keys, with a
+    progress bar: stop the old workers first.
+    """
+    from imposer.state.provision import provision, stale_records, upgrade
+
+    for row in provision(settings):
+        click.echo(f"{row.kind:7} {row.name:32} {row.done}")
+    stale = list(stale_records(settings))
+    if stale:
+        with click.progressbar(length=len(stale), label="upgrading job records",
+                               file=sys.stderr) as bar:
+            done = upgrade(settings, stale, lambda: bar.update(1))
+        click.echo(f"upgraded {len(stale)} job record(s): {done['opened']} open ones indexed "
+                   f"({done['moved']} moved to (tenant, job) keys), {done['expiring']} final "
+                   "ones given an expiry")
 
 
 @click.command()
@@ -102,22 +115,15 @@ def run(settings: Settings, max_jobs, exit_when_idle) -> None:
     grace period while their leases are renewed); a second one stops fast
     (children killed, leases released, messages returned to the queue).
     """
-    from imposer.worker.notify import JobNotifier
     from imposer.worker.supervisor import Supervisor
     from imposer.worker.wiring import connect
 
-    backends = connect(settings)
-    for table in (settings.leases_table, settings.jobs_table, settings.tenants_table):
-        if not backends.dynamo.table_exists(table):
-            fail(f"table {table} does not exist (run `imposer init`)", Exit.CONFIG)
-    backends.queue.url()
     if settings.engine == "pdftoolbox":
         import shutil
 
         if shutil.which(settings.pdftoolbox) is None:
             fail(f"pdfToolbox not found at {settings.pdftoolbox!r} (set --pdftoolbox or "
                  "IMPOSER_PDFTOOLBOX, or use --engine open)", Exit.CONFIG)
-    notifier = JobNotifier(backends)
-    code = Supervisor(backends, max_jobs=max_jobs, exit_when_idle=exit_when_idle,
-                      notifier=notifier).run()
+    code = Supervisor(connect(settings), max_jobs=max_jobs,
+                      exit_when_idle=exit_when_idle).run()
     sys.exit(code)

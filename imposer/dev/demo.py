@@ -22,13 +22,14 @@ import attrs
 
 from imposer import logs
 from imposer.aws.localstack import LocalStack
-from imposer.aws.provision import provision
 from imposer.aws.s3 import Storage
 from imposer.dev.samples import A5, numbered_pdf
 from imposer.models import TenantConfig
 from imposer.reports.formatting import format_seconds
 from imposer.reports.stats import percentile
 from imposer.settings import Settings
+from imposer.state.provision import provision
+from imposer.webhooks.delivery import WebhookSender
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.threads import Periodic
 from imposer.worker.wiring import connect
@@ -100,7 +101,8 @@ class Demo:
             {}, slots=8, default_cap=4, engine="open", host_id="demo-host",
             heartbeat_seconds=1.0, lease_ttl_seconds=20.0, sweep_seconds=2.0,
             defer_seconds=1.0 if self.plan.pace < 1 else 2.0, poll_seconds=1,
-            pace_seconds=self.plan.pace, allow_http_loopback=True, grace_seconds=60.0)
+            pace_seconds=self.plan.pace, allow_http_loopback=True, grace_seconds=60.0,
+            webhook_schedule="0.2,0.5,1,2", webhook_poll_seconds=0.5, rollup_seconds=1.0)
         self.echo(f"local AWS stack at {stack.url} (in-process moto, serializable DynamoDB)")
         provision(settings)
         backends = connect(settings)
@@ -162,7 +164,8 @@ class Demo:
                   f"is up; each job is paced to {self.plan.pace:g}s")
 
         # The worker may only stop once the quiet tenants have sent their jobs.
-        supervisor = Supervisor(backends, exit_when_idle=False, notifier=_notifier(backends))
+        supervisor = Supervisor(backends, exit_when_idle=False,
+                                sender=WebhookSender(allow_http_loopback=True))
 
         def quiet() -> None:
             supervisor.booted.wait(120)
@@ -184,7 +187,8 @@ class Demo:
         return code or self._report(settings, backends, receiver, took)
 
     def _report(self, settings, backends, receiver, took: float) -> int:
-        records = backends.jobs.list()
+        records = [r for tenant in (NOISY, *QUIET)
+                   for r in backends.jobs.for_tenant(tenant, limit=1000)[0]]
         plates = self.out / "plates"
         storage = Storage(settings.region)
         from imposer.models import S3Uri
@@ -216,13 +220,6 @@ class Demo:
         if not ok:
             self.echo("some jobs did not succeed: see the worker log")
         return 0 if ok else 1
-
-
-def _notifier(backends):
-    from imposer.webhooks.delivery import Notifier
-    from imposer.worker.notify import JobNotifier
-
-    return JobNotifier(backends, Notifier(None, allow_http_loopback=True, base_delay=0.2))
 
 
 def max_overlap(records) -> int:
@@ -258,8 +255,9 @@ class LiveView:
         for lease in self.b.leases.leases():
             held[lease.tenant_id] = held.get(lease.tenant_id, 0) + 1
         done: dict[str, int] = {}
-        for r in self.b.jobs.list(statuses=["succeeded", "failed", "dead"]):
-            done[r.tenant_id] = done.get(r.tenant_id, 0) + 1
+        for tenant in (NOISY, *QUIET):
+            done[tenant] = sum(int(self.b.metrics.total("jobs", outcome=o, tenant_id=tenant))
+                               for o in ("succeeded", "failed", "dead"))
         parts = []
         for tenant in (NOISY, *QUIET):
             total = len(self.submitted.get(tenant, []))

@@ -39,6 +39,10 @@ logger = logging.getLogger(__name__)
 
 #: Environment variable marking a run, to find leftovers that escaped the tree walk.
 COOKIE = "IMPOSER_TOOL_RUN"
+#: Environment variable naming the slot that started a tool ("<host>/<boot>/<slot>"), so
+#: the parent can kill a dead child's tool and a restarted host its previous run's tools.
+OWNER = "IMPOSER_TOOL_OWNER"
+_PR_SET_PDEATHSIG = 1
 _MB = 1024 * 1024
 _TAIL_LINES = 10
 #: Exit codes of 100 and up that are not internal failures (ToolFailed covers the rest).
@@ -175,6 +179,29 @@ def _tail(path: Path, lines: int = _TAIL_LINES) -> str:
         return ""
 
 
+def _libc_prctl():
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return None
+
+
+_prctl = _libc_prctl()
+
+
+def _die_with_parent() -> None:
+    """In the tool, before exec: be killed when the pool child that started it dies.
+
+    Linux only, and only the tool itself; helpers it spawns are found through
+    the OWNER variable by the parent instead. Resolved at import: nothing is
+    imported between fork and exec.
+    """
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def _output_of(command: Sequence[str]) -> Path | None:
     for arg in reversed(command[1:]):
         for flag in ("-o=", "--outputfile="):
@@ -186,10 +213,12 @@ def _output_of(command: Sequence[str]) -> Path | None:
 def run_tool(command: Sequence[str], *, timeout: float, memory_limit_mb: float,
              cwd: str | os.PathLike, env: Mapping[str, str] | None = None,
              poll_interval: float = 0.1, log_path: str | os.PathLike | None = None,
-             tenant_id: str | None = None, job_id: str | None = None) -> ToolResult:
+             tenant_id: str | None = None, job_id: str | None = None,
+             owner: str | None = None) -> ToolResult:
     """Run the tool to its end or kill it, so that a bad job costs only its own slot.
 
-    *env* replaces the environment when given. The tool's stdout goes to
+    *env* replaces the environment when given; *owner* tags the tool's processes
+    (``IMPOSER_TOOL_OWNER``) so they can be found if this process dies. The tool's stdout goes to
     *log_path* (default ``cwd/pdftoolbox.log``) and its stderr beside it with
     ``.stderr`` appended: files, never pipes that could fill up and block it.
     Raises the :func:`classify` class of a failing exit code, ToolTimeout,
@@ -199,12 +228,15 @@ def run_tool(command: Sequence[str], *, timeout: float, memory_limit_mb: float,
     out_path = Path(log_path) if log_path else Path(cwd) / "pdftoolbox.log"
     err_path = out_path.with_name(out_path.name + ".stderr")
     child_env = {**(os.environ if env is None else env), COOKIE: uuid.uuid4().hex}
+    if owner:
+        child_env[OWNER] = owner
     started = time.monotonic()
     problem: JobError | None = None
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         try:
             popen = subprocess.Popen(list(command), cwd=cwd, env=child_env, stdout=out,
-                                     stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
+                                     preexec_fn=_die_with_parent)
         except OSError as exc:
             raise ToolConfigError(f"cannot start {command[0]!r}: {exc}") from exc
     tree = _Tree(popen, child_env[COOKIE])

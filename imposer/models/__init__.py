@@ -23,7 +23,9 @@ from imposer.models.request import (
     TENANT_PREFIX,
     JobRequest,
     S3Uri,
+    job_key,
     new_job_id,
+    parse_json,
     valid_id,
 )
 from imposer.models.task import TaskSpec
@@ -31,6 +33,5 @@ from imposer.models.task import TaskSpec
 __all__ = [
     "FINAL_STATUSES", "Fate", "JobRecord", "JobRequest", "JobStatus", "Lease", "Outcome",
     "Received", "S3Uri", "TENANT_PREFIX", "TaskSpec", "TenantConfig", "TenantCounter",
-    "counter_key",
-    "lease_key", "new_job_id", "valid_id",
+    "counter_key", "job_key", "lease_key", "new_job_id", "parse_json", "valid_id",
 ]

@@ -11,6 +11,8 @@ from typing import Any
 
 import attrs
 
+from imposer.models.request import job_key
+
 
 def _drop_none(item: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if v is not None and v != ""}
@@ -90,7 +92,7 @@ class Lease:
 
     def to_item(self) -> dict[str, Any]:
         item = attrs.asdict(self)
-        item["pk"] = lease_key(self.job_id)
+        item["pk"] = lease_key(self.tenant_id, self.job_id)
         return _drop_none(item)
 
     @classmethod
@@ -126,8 +128,8 @@ class TenantCounter:
                    borrowed=int(item.get("borrowed", 0)), ver=int(item.get("ver", 0)))
 
 
-def lease_key(job_id: str) -> str:
-    return f"lease#{job_id}"
+def lease_key(tenant_id: str, job_id: str) -> str:
+    return f"lease#{job_key(tenant_id, job_id)}"
 
 
 def counter_key(tenant_id: str) -> str:
@@ -136,7 +138,11 @@ def counter_key(tenant_id: str) -> str:
 
 @attrs.frozen(kw_only=True)
 class JobRecord:
-    """imposer's own record of a job, kept in the jobs table."""
+    """imposer's own record of a job, kept in the jobs table.
+
+    A job is (tenant, job id): the table's key holds ``<tenant>/<job id>``
+    and the id alone is in ``job``, so two tenants' equal ids never meet.
+    """
 
     job_id: str
     tenant_id: str
@@ -166,6 +172,8 @@ class JobRecord:
     webhook: str | None = None
     webhook_status: str | None = None
     webhook_detail: str | None = None
+    #: webhook-id of the completion event in the outbox.
+    webhook_event: str | None = None
     #: Seconds from submission to lease acquired (last attempt).
     queue_wait: float | None = None
     #: Seconds the last attempt ran.
@@ -175,17 +183,30 @@ class JobRecord:
     last_seen_at: float | None = None
     last_defer_at: float | None = None
     lease_expires_at: float | None = None
+    #: Fencing epoch of the attempt whose output became the plate (one commit per job).
+    output_epoch: str | None = None
+    #: Things a prepress operator should know about a job that still succeeded.
+    warnings: tuple[str, ...] = ()
+    #: Epoch seconds after which DynamoDB may delete the record (final records only).
+    expires_at: float | None = None
+
+    @property
+    def key(self) -> str:
+        return job_key(self.tenant_id, self.job_id)
 
     def to_item(self) -> dict[str, Any]:
         item = attrs.asdict(self)
-        item["status"] = self.status.value
+        item.update(status=self.status.value, job_id=self.key, job=self.job_id,
+                    warnings=list(self.warnings) or None)
         return _drop_none(item)
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> "JobRecord":
         names = {a.name for a in attrs.fields(cls)}
         values = {k: v for k, v in item.items() if k in names}
+        values["job_id"] = item.get("job") or item["job_id"]  # records of imposer 0.1: bare id
         values["status"] = JobStatus(values["status"])
+        values["warnings"] = tuple(values.get("warnings") or ())
         return cls(**values)
 
 
@@ -216,3 +237,5 @@ class Outcome:
     output_bytes: int | None = None
     #: Pages placed / sheets written, when the engine reports them.
     sheets: int | None = None
+    #: Warnings of a job that still succeeded (for example a page without bleed).
+    warnings: tuple[str, ...] = ()

@@ -18,6 +18,7 @@ import attrs
 
 from imposer.errors import ConfigError
 from imposer.models import JobRecord
+from imposer.reports.history import HOUR, HostHour, hosts_seen, slow_count
 from imposer.reports.stats import busy_span, queue_wait
 
 DAY = 86400.0
@@ -77,10 +78,9 @@ class Day:
         return self.slow_jobs / self.jobs if self.jobs else None
 
 
-def daily(records: Sequence[JobRecord], *, slots_total: int, now: float,
-          thresholds: Thresholds = Thresholds()) -> list[Day]:
-    """Return every calendar day of the window with its utilisation and slow-job count."""
-    t, tz = thresholds, ZoneInfo(thresholds.tz)
+def _calendar(now: float, t: Thresholds) -> tuple[list[datetime.date], dict]:
+    """Return the window's dates and the working hours of each counted working day."""
+    tz = ZoneInfo(t.tz)
     start = now - t.window_seconds
     first = datetime.datetime.fromtimestamp(start, tz).date()
     count = (datetime.datetime.fromtimestamp(now, tz).date() - first).days + 1
@@ -91,6 +91,15 @@ def daily(records: Sequence[JobRecord], *, slots_total: int, now: float,
         hi = datetime.datetime.combine(d, t.workday_end, tz).timestamp()
         if d.weekday() in t.workdays and lo >= start and hi <= now:
             hours[d] = (lo, hi)
+    return dates, hours
+
+
+def daily(records: Sequence[JobRecord], *, slots_total: int, now: float,
+          thresholds: Thresholds = Thresholds()) -> list[Day]:
+    """Return every calendar day of the window with its utilisation and slow-job count."""
+    t, tz = thresholds, ZoneInfo(thresholds.tz)
+    start = now - t.window_seconds
+    dates, hours = _calendar(now, t)
     busy: dict[datetime.date, float] = collections.defaultdict(float)
     jobs: collections.Counter = collections.Counter()
     slow: collections.Counter = collections.Counter()
@@ -162,9 +171,56 @@ class Verdict:
 
 def evaluate(records: Sequence[JobRecord], *, slots_total: int, now: float,
              thresholds: Thresholds = Thresholds()) -> Verdict:
-    """Apply the licence rule to the window ending at *now*."""
+    """Apply the licence rule to job records of the window ending at *now*."""
+    days = daily(records, slots_total=slots_total, now=now, thresholds=thresholds)
+    return judge(days, slots_total=slots_total, now=now, thresholds=thresholds)
+
+
+def evaluate_hours(rows: Sequence[HostHour], *, now: float,
+                   thresholds: Thresholds = Thresholds()) -> Verdict:
+    """Apply the licence rule to the rollups (host-hours) of the window ending at *now*."""
+    start = now - thresholds.window_seconds
+    seen = hosts_seen(r for r in rows if start - HOUR < r.hour < now)
+    slots_total = sum(seen.values())
+    days = daily_hours(rows, slots_total=slots_total, now=now, thresholds=thresholds)
+    return judge(days, slots_total=slots_total, now=now, thresholds=thresholds)
+
+
+def daily_hours(rows: Sequence[HostHour], *, slots_total: int, now: float,
+                thresholds: Thresholds = Thresholds()) -> list[Day]:
+    """Return every day of the window from host-hours: the rollups' version of ``daily``.
+
+    An hour's busy time is spread evenly over the hour, so working hours that
+    do not start on the hour are credited their share; slow jobs are counted
+    from the wait histogram (exact at its bucket edges, 180 s among them).
+    """
+    t, tz = thresholds, ZoneInfo(thresholds.tz)
+    dates, hours = _calendar(now, t)
+    start = now - t.window_seconds
+    busy: dict[datetime.date, float] = collections.defaultdict(float)
+    jobs: collections.Counter = collections.Counter()
+    slow: collections.Counter = collections.Counter()
+    for row in rows:
+        if row.hour + HOUR <= start or row.hour >= now:
+            continue
+        day = datetime.datetime.fromtimestamp(row.hour, tz).date()
+        if row.busy and day in hours:
+            lo, hi = hours[day]
+            overlap = max(0.0, min(row.hour + HOUR, hi, now) - max(row.hour, lo))
+            busy[day] += row.busy * overlap / HOUR
+        if row.hour >= start:
+            jobs[day] += row.started
+            slow[day] += slow_count(row.waits, t.wait_seconds)
+    return [Day(date=d, working=d in hours, jobs=jobs[d], slow_jobs=slow[d],
+                utilisation=(busy[d] / (slots_total * (hours[d][1] - hours[d][0]))
+                             if slots_total else 0.0) if d in hours else None)
+            for d in dates]
+
+
+def judge(days: Sequence[Day], *, slots_total: int, now: float,
+          thresholds: Thresholds) -> Verdict:
+    """Apply the rule to the days: both conditions at once, or name the one that holds."""
     t = thresholds
-    days = daily(records, slots_total=slots_total, now=now, thresholds=t)
     working = [d for d in days if d.working]
     busy_days = sum(1 for d in working if d.utilisation > t.util)
     jobs = sum(d.jobs for d in days)

@@ -17,6 +17,9 @@ import attrs
 from imposer.models import JobRecord, JobStatus, Lease
 from imposer.reports.formatting import format_seconds
 from imposer.reports.stats import percentile
+from imposer.state.jobs import JobStore
+from imposer.state.leases import LeaseStore
+from imposer.state.tenants import TenantStore
 
 
 @attrs.frozen(kw_only=True)
@@ -44,6 +47,10 @@ class Explanation:
         return data
 
 
+#: How many of the tenant's last finished jobs a prediction rests on.
+HISTORY = 200
+
+
 def predict(holders: list[Lease], ahead: int, history: list[float], now: float,
             delay: float = 0.0) -> tuple[float, float, float] | None:
     """Return (low, mid, high) start times for the job after *ahead* waiting jobs."""
@@ -61,10 +68,27 @@ def predict(holders: list[Lease], ahead: int, history: list[float], now: float,
     return starts[0], starts[1], starts[2]
 
 
+def investigate(jobs: JobStore, leases: LeaseStore, tenants: TenantStore, settings,
+                tenant_id: str, job_id: str, now: float) -> Explanation:
+    """Read what explaining one job needs, all of it bounded by live work.
+
+    The job's record, the live leases, the open-jobs index (who is ahead) and
+    the tenant's last finished jobs (how long they ran); never the history.
+    """
+    record = jobs.get(tenant_id, job_id)
+    if record is None or record.status.final:
+        return explain(job_id, record, [], {}, settings.default_cap, [], [],
+                       settings.slots, settings, now)
+    recent, _ = jobs.for_tenant(tenant_id, statuses=["succeeded"], limit=HISTORY)
+    history = [r.run_seconds for r in recent if r.run_seconds]
+    return explain(job_id, record, leases.leases(), tenants.caps(), settings.default_cap,
+                   jobs.open_jobs(), history, settings.slots, settings, now)
+
+
 def explain(job_id: str, record: JobRecord | None, leases: list[Lease], caps: dict[str, int],
-            default_cap: int, records: list[JobRecord], slots_per_host: int, settings,
-            now: float) -> Explanation:
-    """Explain *job_id* from the record, the live leases and the job history."""
+            default_cap: int, open_jobs: list[JobRecord], history: list[float],
+            slots_per_host: int, settings, now: float) -> Explanation:
+    """Explain *job_id* from its record, the live leases, open jobs and past run times."""
     if record is None:
         return Explanation(job_id=job_id, code="not_received", reason=(
             "not yet received: no worker has picked this job up, so it is still in the queue "
@@ -72,7 +96,7 @@ def explain(job_id: str, record: JobRecord | None, leases: list[Lease], caps: di
     tenant, status = record.tenant_id, record.status
     base = dict(job_id=job_id, tenant_id=tenant)
     if status == JobStatus.RUNNING:
-        lease = next((l for l in leases if l.job_id == job_id), None)
+        lease = next((l for l in leases if (l.tenant_id, l.job_id) == (tenant, job_id)), None)
         where = f"host {record.host} slot {record.slot}"
         lent = " on a borrowed slot" if lease and lease.borrowed else ""
         return Explanation(**base, code="running", predicted_start=record.started_at, reason=(
@@ -86,9 +110,6 @@ def explain(job_id: str, record: JobRecord | None, leases: list[Lease], caps: di
     if status == JobStatus.DEAD:
         return Explanation(**base, code="dead", reason=(
             f"dead-lettered after {record.failures} failed attempt(s): {record.error}"))
-    history = [r.run_seconds for r in records if r.status == JobStatus.SUCCEEDED
-               and r.run_seconds and r.tenant_id == tenant] or \
-              [r.run_seconds for r in records if r.status == JobStatus.SUCCEEDED and r.run_seconds]
     sure = (f"based on {len(history)} finished job(s)" if len(history) >= 5 else
             f"low: only {len(history)} finished job(s) to go by")
     last_end = (record.started_at or now) + (record.run_seconds or 0)
@@ -102,17 +123,17 @@ def explain(job_id: str, record: JobRecord | None, leases: list[Lease], caps: di
         delay = settings.retry_seconds * 2 ** max(0, record.failures - 1)
         return Explanation(**base, code="retrying", predicted_start=last_end + delay,
                            confidence="the retry delay is fixed", reason=text)
-    return _waiting(base, record, leases, caps, default_cap, records, slots_per_host,
+    return _waiting(base, record, leases, caps, default_cap, open_jobs, slots_per_host,
                     settings, now, history, sure)
 
 
-def _waiting(base, record, leases, caps, default_cap, records, slots_per_host, settings, now,
+def _waiting(base, record, leases, caps, default_cap, open_jobs, slots_per_host, settings, now,
              history, sure) -> Explanation:
     tenant = record.tenant_id
     cap = caps.get(tenant, default_cap)
     own = [l for l in leases if l.tenant_id == tenant and not l.borrowed]
-    queued = [r for r in records if r.status in (JobStatus.QUEUED, JobStatus.RETRYING)
-              and r.job_id != record.job_id]
+    queued = [r for r in open_jobs if r.status in (JobStatus.QUEUED, JobStatus.RETRYING)
+              and r.key != record.key]
 
     def ahead(pred) -> int:
         mine = record.submitted_at or 0

@@ -12,12 +12,13 @@ from __future__ import annotations
 import enum
 import logging
 import uuid
-from typing import Any
+from typing import Any, Sequence
 
 import attrs
 
 from imposer.aws.dynamodb import Dynamo, TransactionCancelled, op
 from imposer.aws.expressions import Update
+from imposer.aws.tables import TableSpec
 from imposer.clock import Clock, SystemClock
 from imposer.errors import BackendError, LeaseLost
 from imposer.logs import extra
@@ -30,10 +31,15 @@ from imposer.models import (
     counter_key,
     lease_key,
 )
-from imposer.state.jobs import free_to_start
+from imposer.state.jobs import JobStore, free_to_start, mark_final, mark_open
 from imposer.state.tenants import TenantStore
 
 logger = logging.getLogger(__name__)
+
+
+def table_spec(name: str) -> TableSpec:
+    """Small, hot items: live leases and one counter per tenant; no index needed."""
+    return TableSpec(name=name, hash_key="pk")
 
 
 class Verdict(str, enum.Enum):
@@ -60,16 +66,19 @@ class Acquisition:
     holder: Lease | None = None
     #: The job's final status when DONE.
     status: str | None = None
+    #: When DONE after a success: the attempt whose plate was committed.
+    output_epoch: str | None = None
 
 
 class LeaseStore:
     """Acquire, renew, release and reclaim leases."""
 
-    def __init__(self, dynamo: Dynamo, leases_table: str, jobs_table: str,
+    def __init__(self, dynamo: Dynamo, leases_table: str, jobs: JobStore,
                  tenants: TenantStore, ttl: float, clock: Clock | None = None) -> None:
         self.dynamo = dynamo
         self.table = leases_table
-        self.jobs_table = jobs_table
+        self.jobs = jobs
+        self.jobs_table = jobs.table
         self.tenants = tenants
         self.ttl = ttl
         self.clock = clock or SystemClock()
@@ -93,8 +102,8 @@ class LeaseStore:
         lease = Lease(tenant_id=tenant, job_id=request.job_id, host=host, slot=slot,
                       epoch=uuid.uuid4().hex, acquired_at=now, expires_at=now + self.ttl,
                       receipt=receipt, borrowed=borrow)
-        job = (Update()
-               .set(status=JobStatus.RUNNING.value, tenant_id=tenant, host=host, slot=slot,
+        job = (mark_open(Update(), tenant, request.job_id)
+               .set(status=JobStatus.RUNNING.value, host=host, slot=slot,
                     epoch=lease.epoch, started_at=now, lease_expires_at=lease.expires_at,
                     token=request.token, output=request.output, webhook=request.webhook,
                     queue_wait=max(0.0, now - submitted))
@@ -118,11 +127,12 @@ class LeaseStore:
             counter,
             op("Put", self.table, lease.to_item(), condition="attribute_not_exists(pk)",
                return_old=True),
-            op("Update", self.jobs_table, {"job_id": request.job_id}, update=job.expression,
-               condition=job_cond, values=job.values, names=job.names, return_old=True),
+            op("Update", self.jobs_table, JobStore.key(tenant, request.job_id),
+               update=job.expression, condition=job_cond, values=job.values, names=job.names,
+               return_old=True),
         ]
         try:
-            self.dynamo.transact(items, f"acquire lease for {request.job_id}")
+            self.dynamo.transact(items, f"acquire lease for {request.key}")
         except TransactionCancelled as exc:
             return self._why_not(exc, cap, now)
         return Acquisition(verdict=Verdict.ACQUIRED, cap=cap, lease=lease)
@@ -132,7 +142,8 @@ class LeaseStore:
             raise BackendError(f"unexpected cancellation: {exc}")
         counter, lease, job = exc.reasons
         if job.failed and job.item and job.item.get("status") in FINAL_STATUSES:
-            return Acquisition(verdict=Verdict.DONE, cap=cap, status=job.item["status"])
+            return Acquisition(verdict=Verdict.DONE, cap=cap, status=job.item["status"],
+                               output_epoch=job.item.get("output_epoch"))
         if lease.failed:
             holder = Lease.from_item(lease.item) if lease.item else None
             stale = holder is not None and holder.expires_at < now
@@ -150,29 +161,37 @@ class LeaseStore:
         """Extend *lease*; raise LeaseLost if it is no longer ours."""
         expires = self.clock.time() + self.ttl
         ok = self.dynamo.update(
-            self.table, {"pk": lease_key(lease.job_id)}, "SET expires_at = :x",
+            self.table, {"pk": lease_key(lease.tenant_id, lease.job_id)}, "SET expires_at = :x",
             values={":x": expires, ":e": lease.epoch}, condition="epoch = :e")
         if not ok:
             raise LeaseLost(f"lease of job {lease.job_id} was reclaimed (epoch {lease.epoch})")
         return attrs.evolve(lease, expires_at=expires)
 
     def release(self, lease: Lease, status: JobStatus, failures: int = 0,
-                **fields: Any) -> None:
+                also: Sequence[dict[str, Any]] = (), **fields: Any) -> None:
         """Give the slot back and record the job's state in one transaction.
 
-        Raises LeaseLost when the lease was reclaimed meanwhile: the counter
-        was already decremented by the reclaim and must not be again.
+        *also* are further transaction items that must commit with it (the
+        completion event's outbox entry). A final status takes the job out of
+        the open index and sets its expiry in the same write. Raises LeaseLost
+        when the lease was reclaimed meanwhile: the counter was already
+        decremented by the reclaim and must not be again.
         """
         job = Update().set(status=status.value, **fields).remove("lease_expires_at")
+        if status.final:
+            mark_final(job, fields.get("finished_at") or self.clock.time(),
+                       self.jobs.retention_days)
         if failures:
             job.add(failures=failures)
         job.values[":e"] = lease.epoch
         items = [
-            op("Delete", self.table, {"pk": lease_key(lease.job_id)},
+            op("Delete", self.table, {"pk": lease_key(lease.tenant_id, lease.job_id)},
                condition="epoch = :e", values={":e": lease.epoch}),
             self._decrement(lease),
-            op("Update", self.jobs_table, {"job_id": lease.job_id}, update=job.expression,
-               condition="epoch = :e", values=job.values, names=job.names),
+            op("Update", self.jobs_table, JobStore.key(lease.tenant_id, lease.job_id),
+               update=job.expression, condition="epoch = :e", values=job.values,
+               names=job.names),
+            *also,
         ]
         self._transact_fenced(items, lease, "release")
 
@@ -190,7 +209,7 @@ class LeaseStore:
             except TransactionCancelled as exc:
                 if len(exc.reasons) != len(items):
                     raise BackendError(f"unexpected cancellation of {what}: {exc}") from None
-                lease_r, counter_r, job_r = exc.reasons
+                lease_r, counter_r, job_r = exc.reasons[:3]
                 if lease_r.failed or job_r.failed:
                     raise LeaseLost(
                         f"{what} of job {lease.job_id} refused: lease epoch {lease.epoch} "
@@ -213,16 +232,17 @@ class LeaseStore:
         else:
             cond, values = "epoch = :e AND #h = :h", {":h": own_host}
         values[":e"] = lease.epoch
-        job = (Update().set(status=JobStatus.QUEUED.value, wait_reason=reason)
+        job = (mark_open(Update(), lease.tenant_id, lease.job_id)
+               .set(status=JobStatus.QUEUED.value, wait_reason=reason)
                .remove("lease_expires_at"))
         job.values[":e"] = lease.epoch
         items = [
-            op("Delete", self.table, {"pk": lease_key(lease.job_id)}, condition=cond,
-               values=values, names={"#h": "host"} if own_host else None),
+            op("Delete", self.table, {"pk": lease_key(lease.tenant_id, lease.job_id)},
+               condition=cond, values=values, names={"#h": "host"} if own_host else None),
             self._decrement(lease),
-            op("Update", self.jobs_table, {"job_id": lease.job_id}, update=job.expression,
-               condition="attribute_not_exists(job_id) OR epoch = :e", values=job.values,
-               names=job.names),
+            op("Update", self.jobs_table, JobStore.key(lease.tenant_id, lease.job_id),
+               update=job.expression, condition="attribute_not_exists(job_id) OR epoch = :e",
+               values=job.values, names=job.names),
         ]
         try:
             self._transact_fenced(items, lease, "reclaim")
@@ -232,8 +252,15 @@ class LeaseStore:
 
     # -- reading and repair ------------------------------------------------
     def leases(self) -> list[Lease]:
-        items = self.dynamo.scan(self.table, "begins_with(pk, :p)", {":p": "lease#"})
-        return sorted((Lease.from_item(i) for i in items), key=lambda l: (l.tenant_id, l.acquired_at))
+        """Return every live lease (the table holds only live work and tenants' counters)."""
+        found = []
+        for item in self.dynamo.scan(self.table, "begins_with(pk, :p)", {":p": "lease#"}):
+            try:
+                found.append(Lease.from_item(item))
+            except (KeyError, TypeError, ValueError):
+                logger.error("ignoring a malformed lease item %s", item.get("pk"),
+                             extra=extra("lease_malformed"))
+        return sorted(found, key=lambda lease: (lease.tenant_id, lease.acquired_at))
 
     def counters(self) -> dict[str, TenantCounter]:
         items = self.dynamo.scan(self.table, "begins_with(pk, :p)", {":p": "counter#"})

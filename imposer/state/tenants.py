@@ -7,8 +7,13 @@ restart.
 from __future__ import annotations
 
 from imposer.aws.dynamodb import Dynamo
+from imposer.aws.tables import TableSpec
 from imposer.errors import ConfigError
 from imposer.models import TenantConfig, valid_id
+
+
+def table_spec(name: str) -> TableSpec:
+    return TableSpec(name=name, hash_key="tenant_id")
 
 
 class TenantStore:

@@ -5,8 +5,8 @@ from a reserve: borrowed work never leaves fewer than ``reserve_slots`` slots
 of this host free, so a newcomer starts at once on a reserved slot and its
 further jobs wait at most for borrowed jobs to end. And a tenant never
 borrows while another tenant below its cap has work waiting, as far as
-imposer knows: its job records (queued or retrying jobs) and this batch of
-messages.
+imposer knows: the open-jobs index (queued or retrying jobs: live work, not
+history) and this batch of messages.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class BorrowPolicy:
 
     def refresh(self) -> frozenset[str]:
         """Re-read which tenants below their cap have work waiting (a background pass)."""
-        waiting = {r.tenant_id for r in self.jobs.list(statuses=("queued", "retrying"))}
+        waiting = {r.tenant_id for r in self.jobs.open_jobs(("queued", "retrying"))}
         if waiting:
             counters = self.leases.counters()
             caps = self.tenants.caps()

@@ -49,12 +49,16 @@ class ContentionMeter:
                     del self._waiting[job]
             return len(self._waiting)
 
-    def sample(self, busy: int, queued: int) -> tuple[float, float]:
-        """Account the time since the last sample; emit and return (stranded, shortage)."""
+    def sample(self, busy: int, queued: int) -> tuple[float, float, float]:
+        """Account the time since the last sample; emit and return its three figures.
+
+        They are stranded slot-seconds, seconds with a slot stranded, and
+        shortage seconds.
+        """
         now = self.clock.monotonic()
         last, self._last = self._last, now
         if last is None:
-            return 0.0, 0.0
+            return 0.0, 0.0, 0.0
         dt = now - last
         idle = max(0, self.slots - busy)
         stranded = min(idle, self.capped_waiting()) * dt
@@ -63,4 +67,4 @@ class ContentionMeter:
         self.shortage_seconds += shortage
         self.metrics.emit("stranded_seconds", round(stranded, 3), host=self.host)
         self.metrics.emit("shortage_seconds", round(shortage, 3), host=self.host)
-        return stranded, shortage
+        return stranded, dt if stranded else 0.0, shortage

@@ -9,16 +9,26 @@ of leaving the freed slot idle until the deferral runs out.
 from __future__ import annotations
 
 import collections
-import json
+import contextlib
 import logging
-from typing import Callable
+from typing import Callable, Iterator
 
+from imposer.aws.s3 import Storage
 from imposer.aws.sqs import seconds
 from imposer.clock import Clock
 from imposer.errors import BackendError, InvalidMessage
 from imposer.logs import extra, guard
 from imposer.metrics import Metrics
-from imposer.models import JobRequest, JobStatus, Lease, Received, TaskSpec, valid_id
+from imposer.models import (
+    JobRequest,
+    JobStatus,
+    Lease,
+    Received,
+    S3Uri,
+    TaskSpec,
+    parse_json,
+    valid_id,
+)
 from imposer.settings import Settings
 from imposer.state.jobs import JobStore
 from imposer.state.leases import Acquisition, LeaseStore, Verdict
@@ -28,9 +38,13 @@ from imposer.worker.contention import ContentionMeter
 from imposer.worker.messages import Messages
 from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.pool import Pool
+from imposer.worker.rollup import RollupRecorder
 from imposer.worker.running import Running, RunningTable
 
 logger = logging.getLogger(__name__)
+
+#: Receipts of a message whose handling raised before it is dead-lettered.
+POISON_RECEIVES = 3
 
 
 class DeferredMemo:
@@ -74,11 +88,12 @@ class Dispatcher:
     """Everything between a received message and a job handed to the pool."""
 
     def __init__(self, settings: Settings, *, leases: LeaseStore, jobs: JobStore,
-                 messages: Messages, metrics: Metrics, pool: Pool, running: RunningTable,
-                 contention: ContentionMeter, borrowing: BorrowPolicy, overrun: OverrunPolicy,
-                 clock: Clock) -> None:
+                 storage: Storage, messages: Messages, metrics: Metrics, rollups: RollupRecorder,
+                 pool: Pool, running: RunningTable, contention: ContentionMeter,
+                 borrowing: BorrowPolicy, overrun: OverrunPolicy, clock: Clock) -> None:
         self.settings = settings
         self.leases, self.jobs, self.messages, self.metrics = leases, jobs, messages, metrics
+        self.storage, self.rollups = storage, rollups
         self.pool, self.running = pool, running
         self.contention, self.borrowing, self.overrun = contention, borrowing, overrun
         self.clock = clock
@@ -97,7 +112,7 @@ class Dispatcher:
             if stopping() or not free:
                 self.messages.give_back(message)
                 continue
-            with guard(None):
+            with self.poison_guard(message):
                 if self.handle(message, free[0]):
                     free.pop(0)
         self.lend_idle_slots(free, stopping)
@@ -132,6 +147,31 @@ class Dispatcher:
                 self.messages.give_back(message)
         return len(entries)
 
+    @contextlib.contextmanager
+    def poison_guard(self, message: Received) -> Iterator[None]:
+        """Never let one message crash the parent, nor come back for ever if it always fails.
+
+        A bug met while handling a message is logged and the message returns
+        after the deferral; the third time it does, it goes to the DLQ with the
+        error as its reason.
+        """
+        try:
+            yield
+        except Exception as exc:
+            logger.exception("error while handling message %s (received %s times)",
+                             message.message_id, message.receive_count,
+                             extra=extra("handler_error", message.group_id,
+                                         message_id=message.message_id))
+            try:
+                if message.receive_count >= POISON_RECEIVES:
+                    self.messages.dead_letter(message, f"handling failed {message.receive_count} "
+                                              f"times: {type(exc).__name__}: {exc}")
+                else:
+                    self.messages.back_off(message)
+            except Exception:
+                logger.exception("could not put message %s aside", message.message_id,
+                                 extra=extra("handler_error", message.group_id))
+
     def handle(self, message: Received, slot: int) -> bool:
         """Start *message*'s job on *slot*, or defer, drop or reject it; True if started."""
         try:
@@ -163,16 +203,19 @@ class Dispatcher:
         """Record why, move the message to the DLQ ourselves, delete it."""
         job_id = tenant = None
         try:
-            data = json.loads(message.body)
+            data = parse_json(message.body)
             if isinstance(data, dict) and valid_id(data.get("job_id")) \
                     and valid_id(data.get("tenant_id")):
                 job_id, tenant = data["job_id"], data["tenant_id"]
-        except ValueError:
+        except InvalidMessage:
             pass
+        if tenant is not None and message.group_id not in (None, tenant):
+            job_id = tenant = None  # a record belongs to the tenant that sent the message
         logger.error("rejected message %s: %s", message.message_id, exc,
                      extra=extra("invalid_message", tenant, job_id, message_id=message.message_id))
         if job_id:
-            self.jobs.finish_unleased(job_id, tenant, JobStatus.FAILED, str(exc), exc.kind)
+            self.jobs.finish_unleased(tenant, job_id, JobStatus.FAILED, str(exc), exc.kind,
+                                      submitted_at=message.sent_at)
         self.messages.dead_letter(message, str(exc))
         self.metrics.emit("jobs", 1, outcome="invalid", tenant_id=tenant)
 
@@ -209,9 +252,9 @@ class Dispatcher:
             self.defer(request, message, None)
         elif acq.verdict == Verdict.DONE:
             self.metrics.emit("duplicate", 1, tenant_id=tenant)
-            logger.info("job %s already %s; deleting the duplicate", job, acq.status,
+            logger.info("job %s already %s; deleting the duplicate", request.key, acq.status,
                         extra=extra("duplicate_done", tenant, job))
-            self.messages.finish(message)
+            self.finish_duplicate(request, message, acq)
         elif acq.verdict == Verdict.STALE and stale_retry:
             sweeping.reclaim_expired(self.leases, self.metrics, acq.holder,
                                      self.settings.host_id)
@@ -219,6 +262,20 @@ class Dispatcher:
         else:
             self.defer(request, message, "waiting for a stale lease to be swept")
         return False
+
+    def finish_duplicate(self, request: JobRequest, message: Received,
+                         acq: Acquisition) -> None:
+        """Delete the message of a final job, after making sure its plate was promoted.
+
+        A host that died between the release and the promotion left the plate
+        under its attempt key; the returning message is the cue to finish that.
+        """
+        if acq.status == JobStatus.SUCCEEDED.value and acq.output_epoch:
+            if not self.storage.promote(S3Uri.parse(request.attempt_uri(acq.output_epoch)),
+                                        S3Uri.parse(request.output), acq.output_epoch):
+                logger.error("job %s: the output holds another attempt's plate", request.key,
+                             extra=extra("promote_conflict", request.tenant_id, request.job_id))
+        self.messages.finish(message)
 
     def lend_idle_slots(self, free: list[int], stopping: Callable[[], bool]) -> None:
         """After every tenant below its cap had its turn, let capped ones borrow, or defer."""
@@ -241,7 +298,11 @@ class Dispatcher:
         wait = max(0.0, lease.acquired_at - (request.submitted_at or message.sent_at))
         self.running.add(Running(slot=slot, request=request, message=message, lease=lease,
                                  started=self.clock.monotonic(), received=self.received_at))
-        self.pool.submit(slot, TaskSpec(request=request, timeout=self.overrun.tool_timeout))
+        self.pool.submit(slot, TaskSpec(
+            request=request, timeout=self.overrun.tool_timeout, epoch=lease.epoch,
+            upload_to=request.attempt_uri(lease.epoch), workdir=str(self.pool.slot_dir(slot)),
+            owner=self.pool.owner(slot)))
+        self.rollups.job_started(request.tenant_id, wait, lease.acquired_at)
         self.contention.started(request.job_id)
         self.started += 1
         dispatch_ms = 1000 * (self.clock.monotonic() - self.received_at)
@@ -256,6 +317,7 @@ class Dispatcher:
                      note: str | None = None) -> None:
         self.metrics.emit("cap_defer", 1, tenant_id=request.tenant_id)
         self.contention.deferred(request.tenant_id, request.job_id)
+        self.rollups.deferred(request.tenant_id, self.clock.time())
         reason = f"at tenant cap: {request.tenant_id} holds all {cap} of its slots"
         if self.defer(request, message, f"{reason}; {note}" if note else reason, cap=True):
             until = self.clock.monotonic() + seconds(self.settings.defer_seconds) - 0.25

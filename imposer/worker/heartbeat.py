@@ -1,10 +1,14 @@
-"""Keep running jobs' leases and SQS messages alive.
+"""Keep the parent's jobs alive: leases in DynamoDB, messages in SQS, on separate threads.
 
-Every interval each running job's lease is renewed and its message held
-for another lease TTL, so a long job is never redelivered while it runs,
-and after a crash the message returns about when the lease expires. Past the
-overrun limit we stop renewing: a wedged job then loses its lease like a
-crashed one.
+Every interval each job's lease is renewed and, on its own thread, its
+message held for another lease TTL: a long job is never redelivered while it
+runs, and after a crash the message returns about when the lease expires.
+The two never share a thread, so botocore backing off a throttled SQS call
+cannot starve the renewals (and the other way round).
+
+A job that settles after its child reported is still renewed until its
+release commits. Past the overrun limit the renewer stops: a wedged job then
+loses its lease like a crashed one.
 """
 
 from __future__ import annotations
@@ -21,42 +25,67 @@ from imposer.worker.running import RunningTable
 
 logger = logging.getLogger(__name__)
 
+#: Warn when one renewal takes more than this share of the lease TTL.
+SLOW_SHARE = 0.25
 
-class Heartbeat:
-    """One pass renews every lease in the running table."""
 
-    def __init__(self, table: RunningTable, leases: LeaseStore, messages: Messages,
-                 overrun: OverrunPolicy, clock: Clock) -> None:
-        self.table = table
-        self.leases = leases
-        self.messages = messages
-        self.overrun = overrun
-        self.clock = clock
+class LeaseRenewer:
+    """One pass renews the lease of every job not yet released."""
+
+    def __init__(self, table: RunningTable, leases: LeaseStore, overrun: OverrunPolicy,
+                 ttl: float, clock: Clock) -> None:
+        self.table, self.leases, self.overrun = table, leases, overrun
+        self.ttl, self.clock = ttl, clock
+
+    def beat(self) -> None:
+        for job in self.table.snapshot():
+            if job.lost or job.abandoned or job.released:
+                continue
+            req = job.request
+            if not job.settling and self.overrun.overran(job.started, self.clock.monotonic()):
+                self.table.update(job, abandoned=True)
+                logger.error("job %s ran past its timeout; no longer renewing its lease",
+                             req.key, extra=extra("heartbeat_abandon", req.tenant_id,
+                                                  req.job_id))
+                continue
+            began = self.clock.monotonic()
+            try:
+                lease = self.leases.renew(job.lease)
+            except LeaseLost as exc:
+                if self.table.update(job, lost=True) is not None:
+                    logger.error("lost the lease of job %s: %s", req.key, exc,
+                                 extra=extra("lease_lost", req.tenant_id, req.job_id))
+                continue
+            except BackendError as exc:
+                logger.warning("could not renew lease of %s: %s", req.key, exc,
+                               extra=extra("heartbeat_error", req.tenant_id, req.job_id))
+                continue
+            took = self.clock.monotonic() - began
+            if took > SLOW_SHARE * self.ttl:
+                logger.warning("renewing the lease of %s took %.1fs, %.0f%% of the lease TTL; "
+                               "raise IMPOSER_LEASE_TTL_SECONDS", req.key, took,
+                               100 * took / self.ttl,
+                               extra=extra("renew_slow", req.tenant_id, req.job_id, seconds=took))
+            self.table.update(job, lease=lease)
+
+
+class MessageHolder:
+    """One pass keeps the message of every job whose fate is not settled invisible."""
+
+    def __init__(self, table: RunningTable, messages: Messages) -> None:
+        self.table, self.messages = table, messages
 
     def beat(self) -> None:
         for job in self.table.snapshot():
             if job.lost or job.abandoned:
                 continue
             req = job.request
-            if self.overrun.overran(job.started, self.clock.monotonic()):
-                self.table.update(job, abandoned=True)
-                logger.error("job %s ran past its timeout; no longer renewing its lease",
-                             req.job_id, extra=extra("heartbeat_abandon", req.tenant_id,
-                                                     req.job_id))
-                continue
             try:
-                lease = self.leases.renew(job.lease)
-            except LeaseLost as exc:
-                if self.table.update(job, lost=True) is None:
-                    continue  # it finished and released its lease meanwhile
-                logger.error("lost the lease of job %s: %s", req.job_id, exc,
-                             extra=extra("lease_lost", req.tenant_id, req.job_id))
-                continue
+                held = self.messages.hold(job.message)
             except BackendError as exc:
-                logger.warning("could not renew lease of %s: %s", req.job_id, exc,
-                               extra=extra("heartbeat_error", req.tenant_id, req.job_id))
+                logger.warning("could not hold the message of %s: %s", req.key, exc,
+                               extra=extra("visibility_error", req.tenant_id, req.job_id))
                 continue
-            self.table.update(job, lease=lease)
-            if not self.messages.hold(job.message):
-                logger.warning("message of job %s is no longer ours to extend", req.job_id,
+            if not held and self.table.update(job) is not None:
+                logger.warning("message of job %s is no longer ours to extend", req.key,
                                extra=extra("visibility_lost", req.tenant_id, req.job_id))

@@ -60,6 +60,10 @@ class Messages:
         self.queue.change_visibility(message, s.defer_seconds if seconds is None else seconds)
         return True
 
+    def back_off(self, message: Received) -> None:
+        """Bring the message back after a deferral (its handling failed; maybe later not)."""
+        self.queue.change_visibility(message, self.settings.defer_seconds)
+
     def retry_later(self, message: Received, failures: int) -> None:
         """Bring a failed job back after ``retry_seconds * 2^(failures-1)``."""
         self.queue.change_visibility(

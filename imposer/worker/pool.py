@@ -6,6 +6,11 @@ process and pipe, so the parent knows exactly which job a dead child held,
 releases that job's lease, and starts a fresh child in the same slot.
 Children come from a ``forkserver`` context: never forked from a parent that
 already runs threads and boto3 clients.
+
+A child that dies (or is killed) cannot clean up after itself, so the pool
+does: it kills the tools the child's slot started (found by their owner tag)
+and empties the slot's work directory, before a fresh child takes the slot.
+At start it does the same for whatever an earlier run of this host left.
 """
 
 from __future__ import annotations
@@ -13,13 +18,18 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import multiprocessing.connection
+import shutil
+import uuid
+from pathlib import Path
 from typing import Any
 
 import attrs
 import psutil
 
+from imposer.child import cleanup
 from imposer.child.main import child_main
 from imposer.logs import extra
+from imposer.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -44,16 +54,44 @@ class Event:
 class Pool:
     """*size* long-lived children; ``submit`` to a free slot, ``wait`` for events."""
 
-    def __init__(self, size: int, settings, context: str = "forkserver") -> None:
+    def __init__(self, size: int, settings: Settings, context: str = "forkserver") -> None:
         self.settings = settings
         self.ctx = multiprocessing.get_context(context)
         if context == "forkserver":
             self.ctx.set_forkserver_preload(["imposer.child.main", "imposer.child.task"])
         self.slots = [_Slot(i) for i in range(size)]
+        #: This run of the host; tools and directories of other runs are leftovers.
+        self.boot = uuid.uuid4().hex[:12]
+        self.host = settings.host_id
+        self.root = settings.work_root / self.host.replace("/", "_")
 
     def start(self) -> None:
+        """Clear what an earlier run of this host left behind, then start every child."""
+        killed = cleanup.kill_previous_runs(self.host, self.boot)
+        removed = cleanup.remove_previous_runs(self.root, self.boot)
+        if killed or removed:
+            logger.warning("cleared an earlier run of host %s: %s tool process(es) killed, "
+                           "%s work dir(s) removed", self.host, killed, removed,
+                           extra=extra("leftovers_cleared", killed=killed, removed=removed))
         for slot in self.slots:
+            self.slot_dir(slot.index).mkdir(parents=True, exist_ok=True)
             self._spawn(slot)
+
+    def slot_dir(self, index: int) -> Path:
+        """Where slot *index* keeps its jobs' files in this run."""
+        return self.root / self.boot / f"slot-{index}"
+
+    def owner(self, index: int) -> str:
+        """The tag slot *index*'s tools carry, so they can be found if its child dies."""
+        return cleanup.owner_tag(self.host, self.boot, index)
+
+    def has_result(self, index: int) -> bool:
+        """Say whether slot *index*'s child already sent a result that is waiting to be read."""
+        slot = self.slots[index]
+        try:
+            return slot.busy and slot.conn.poll()
+        except (OSError, EOFError):
+            return False
 
     def _spawn(self, slot: _Slot) -> None:
         parent_end, child_end = self.ctx.Pipe()
@@ -107,6 +145,7 @@ class Pool:
         logger.error("pool child of slot %s died (exit code %s); replacing it", slot.index, code,
                      extra=extra("child_died", slot=slot.index, exitcode=code))
         was_busy = slot.busy
+        self._clear(slot)
         self._spawn(slot)
         return Event(slot=slot.index, exitcode=code if code is not None else -1) if was_busy \
             else Event(slot=slot.index, exitcode=None)
@@ -116,10 +155,28 @@ class Pool:
         slot = self.slots[index]
         _stop_child(slot.process)
         slot.conn.close()
+        self._clear(slot)
         self._spawn(slot)
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Ask idle children to exit; kill any that do not, with their trees."""
+    def _clear(self, slot: _Slot) -> None:
+        """Kill the tools a dead child left running and empty its slot's directory."""
+        cleanup.kill_slot_tools(self.host, self.boot, slot.index)
+        cleanup.empty_dir(self.slot_dir(slot.index))
+
+    def stop(self, timeout: float = 5.0) -> list[Event]:
+        """Ask idle children to exit; kill any that do not, with their trees.
+
+        Return the results that busy children had already sent: a job that
+        finished just before the stop is collected, not killed and re-run.
+        """
+        events = []
+        for slot in self.slots:
+            if slot.busy and self.has_result(slot.index):
+                try:
+                    events.append(Event(slot=slot.index, outcome=slot.conn.recv()))
+                    slot.busy = False
+                except (EOFError, OSError):
+                    pass
         for slot in self.slots:
             try:
                 if not slot.busy:
@@ -131,6 +188,9 @@ class Pool:
             if slot.process.is_alive():
                 _stop_child(slot.process)
             slot.conn.close()
+        cleanup.kill_tools(lambda tag: tag.startswith(cleanup.owner_tag(self.host, self.boot)))
+        shutil.rmtree(self.root / self.boot, ignore_errors=True)
+        return events
 
 
 def _stop_child(process, grace: float = 3.0) -> None:

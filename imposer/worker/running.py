@@ -1,9 +1,17 @@
-"""The parent's table of running jobs, shared by the main loop and the heartbeat.
+"""The parent's table of its jobs, from dispatch until their settlement is done.
 
-Entries are frozen; a thread that learns something about a job (a renewed
-lease, a lost one) replaces the entry under the table's lock, and only if
-the slot still holds that very job, so a late heartbeat can never write onto
-the job that took the slot after it.
+A job enters when it is launched in a slot and leaves only once its release
+committed and its message is settled. In between, after the child reported,
+the job *settles*: its slot is free for other work, but its lease is still
+renewed and its message still held until the release goes through, so a
+short DynamoDB outage never turns a finished job into a re-run.
+
+Entries are frozen and keyed by the attempt's fencing epoch; a thread that
+learns something (a renewed lease, a lost one) applies its change to the
+current entry of that epoch under the table's lock. The threads change
+different fields (the renewer the lease, the loop the settlement), so no
+change is lost, and a change about an attempt that has left the table is
+dropped: it can never land on the job that took the slot after it.
 """
 
 from __future__ import annotations
@@ -13,12 +21,12 @@ from typing import Any
 
 import attrs
 
-from imposer.models import JobRequest, Lease, Received
+from imposer.models import JobRequest, JobStatus, Lease, Outcome, Received
 
 
 @attrs.frozen(kw_only=True)
 class Running:
-    """One job in one slot, as the parent tracks it."""
+    """One attempt of a job, as the parent tracks it."""
 
     slot: int
     request: JobRequest
@@ -28,42 +36,72 @@ class Running:
     started: float
     #: Monotonic time the message was received (parent overhead = started - received).
     received: float = 0.0
-    #: Set by the heartbeat when the lease was reclaimed under us.
+    #: Set by the lease renewer when the lease was reclaimed under us.
     lost: bool = False
-    #: Set once the heartbeat stopped renewing (past the overrun limit).
+    #: Set once the renewer stopped renewing (past the overrun limit).
     abandoned: bool = False
+    #: What the child reported; from then on the slot is free and the job settles.
+    outcome: Outcome | None = None
+    #: Monotonic time the outcome arrived.
+    finished: float | None = None
+    #: The fate decided for this attempt (kept, so a retried settlement counts once).
+    status: JobStatus | None = None
+    failures: int = 0
+    #: Settlement steps done: the release transaction, the plate promotion.
+    released: bool = False
+    promoted: bool = False
+    #: Failed settlement attempts so far, and when to try again (monotonic).
+    tries: int = 0
+    retry_at: float = 0.0
+
+    @property
+    def epoch(self) -> str:
+        return self.lease.epoch
+
+    @property
+    def settling(self) -> bool:
+        return self.outcome is not None
 
 
 class RunningTable:
-    """slot -> Running, behind a lock."""
+    """epoch -> Running, behind a lock."""
 
     def __init__(self) -> None:
-        self._jobs: dict[int, Running] = {}
+        self._jobs: dict[str, Running] = {}
         self._lock = threading.Lock()
 
     def add(self, job: Running) -> None:
         with self._lock:
-            self._jobs[job.slot] = job
+            self._jobs[job.epoch] = job
 
-    def pop(self, slot: int) -> Running | None:
+    def in_slot(self, slot: int) -> Running | None:
+        """Return the job still running in *slot* (not one that settles after leaving it)."""
         with self._lock:
-            return self._jobs.pop(slot, None)
-
-    def get(self, slot: int) -> Running | None:
-        with self._lock:
-            return self._jobs.get(slot)
+            return next((j for j in self._jobs.values()
+                         if j.slot == slot and not j.settling), None)
 
     def update(self, job: Running, **changes: Any) -> Running | None:
-        """Replace *job* with a copy carrying *changes*; None if its slot moved on."""
+        """Apply *changes* to the current entry of *job*'s attempt; None if it left the table."""
         with self._lock:
-            if self._jobs.get(job.slot) is not job:
+            current = self._jobs.get(job.epoch)
+            if current is None:
                 return None
-            new = self._jobs[job.slot] = attrs.evolve(job, **changes)
+            new = self._jobs[job.epoch] = attrs.evolve(current, **changes)
             return new
+
+    def remove(self, job: Running) -> None:
+        with self._lock:
+            self._jobs.pop(job.epoch, None)
 
     def snapshot(self) -> list[Running]:
         with self._lock:
             return list(self._jobs.values())
+
+    def running(self) -> list[Running]:
+        return [j for j in self.snapshot() if not j.settling]
+
+    def settling(self) -> list[Running]:
+        return [j for j in self.snapshot() if j.settling]
 
     def __len__(self) -> int:
         with self._lock:

@@ -2,7 +2,10 @@
 
 The parent owns all queue and lease state; pool children only see S3. Its
 loop never blocks on a transfer or a tool, only on a bounded SQS long poll
-while slots are free, or on the pool's pipes while they are not.
+while slots are free, or on the pool's pipes while they are not. An AWS
+error that may pass never ends it: receiving backs off, settling retries,
+and only configuration errors (a missing table or queue, no credentials)
+stop the worker.
 """
 
 from __future__ import annotations
@@ -10,26 +13,32 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from typing import Callable, TypeVar
 
 from imposer.aws import session
-from imposer.errors import BackendError, LeaseLost
+from imposer.aws.s3 import Storage
+from imposer.errors import BackendError, ConfigError, LeaseLost, MissingResource
 from imposer.logs import extra, guard
 from imposer.models import Fate, JobStatus, Outcome
 from imposer.models.exits import Exit
+from imposer.webhooks.delivery import WebhookSender
 from imposer.worker import sweep as sweeping
 from imposer.worker.borrowing import BorrowPolicy
-from imposer.worker.completion import Completer, Notifier
+from imposer.worker.completion import Completer, Settled
 from imposer.worker.contention import ContentionMeter
 from imposer.worker.dispatch import Dispatcher
-from imposer.worker.heartbeat import Heartbeat
+from imposer.worker.heartbeat import LeaseRenewer, MessageHolder
 from imposer.worker.messages import Messages
+from imposer.worker.outbox import OutboxSender, parse_schedule
 from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.pool import Pool
+from imposer.worker.rollup import RollupRecorder
 from imposer.worker.running import RunningTable
 from imposer.worker.threads import Periodic
 from imposer.worker.wiring import Backends
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Supervisor:
@@ -37,15 +46,14 @@ class Supervisor:
 
     def __init__(self, backends: Backends, pool: Pool | None = None, *,
                  max_jobs: int | None = None, exit_when_idle: bool = False,
-                 notifier: Notifier | None = None) -> None:
+                 sender: WebhookSender | None = None) -> None:
         s = self.settings = backends.settings
         self.queue, self.leases, self.metrics = backends.queue, backends.leases, backends.metrics
-        self.clock = backends.clock
+        self.jobs, self.tenants, self.clock = backends.jobs, backends.tenants, backends.clock
         self.pool = pool or Pool(s.slots, s)
         self.running = RunningTable()
         self.max_jobs = max_jobs
         self.exit_when_idle = exit_when_idle
-        self.notifier = notifier
         self.drain = threading.Event()
         self.fast = threading.Event()
         #: Set once the pool and the threads are up.
@@ -53,31 +61,45 @@ class Supervisor:
         self.exit_code = Exit.OK
         self._drain_deadline: float | None = None
         self._empty_poll = False
+        self._receive_failures = 0
+        self._receive_paused_until = 0.0
+        storage = Storage(s.region)
         self.messages = Messages(backends.queue, s, self.clock)
         self.overrun = OverrunPolicy(job_timeout=s.job_timeout_seconds,
                                      heartbeat=s.heartbeat_seconds)
-        self.heartbeat = Periodic("heartbeat", s.heartbeat_seconds, Heartbeat(
-            self.running, self.leases, self.messages, self.overrun, self.clock).beat)
-        self.sweeper = Periodic("sweep", s.sweep_seconds, lambda: sweeping.sweep(
-            self.leases, self.metrics, s.host_id, self.messages))
-        self.sampler = Periodic("utilisation", s.heartbeat_seconds, self.sample)
+        self.rollups = RollupRecorder(backends.rollups, s.host_id, s.slots, self.clock)
+        self.sender = OutboxSender(
+            backends.outbox, backends.tenants, backends.jobs, storage,
+            sender or WebhookSender(allow_http_loopback=s.allow_http_loopback),
+            parse_schedule(s.webhook_schedule), s.webhook_poll_seconds, self.clock)
         self.borrowing = BorrowPolicy(s.borrow, s.reserve_slots, self.leases, backends.jobs,
                                       backends.tenants)
-        self.borrow_view = Periodic("borrow-view", max(1.0, s.defer_seconds),
-                                    self.borrowing.refresh)
         self.contention = ContentionMeter(s.slots, 2 * s.defer_seconds + 5, self.clock,
                                           self.metrics, s.host_id)
         self.dispatch = Dispatcher(
-            s, leases=self.leases, jobs=backends.jobs, messages=self.messages,
-            metrics=self.metrics, pool=self.pool, running=self.running,
+            s, leases=self.leases, jobs=backends.jobs, storage=storage, messages=self.messages,
+            metrics=self.metrics, rollups=self.rollups, pool=self.pool, running=self.running,
             contention=self.contention, borrowing=self.borrowing, overrun=self.overrun,
             clock=self.clock)
-        self.completer = Completer(s, leases=self.leases, jobs=backends.jobs,
-                                   messages=self.messages, metrics=self.metrics,
-                                   clock=self.clock, notifier=notifier)
-        self.threads = [self.heartbeat, self.sweeper, self.sampler]
+        self.completer = Completer(
+            s, table=self.running, leases=self.leases, jobs=backends.jobs,
+            outbox=backends.outbox, storage=storage, messages=self.messages,
+            metrics=self.metrics, rollups=self.rollups, clock=self.clock,
+            wake_sender=self.sender.wake)
+        self.threads = [
+            Periodic("lease-renewer", s.heartbeat_seconds, LeaseRenewer(
+                self.running, self.leases, self.overrun, s.lease_ttl_seconds, self.clock).beat),
+            Periodic("message-holder", s.heartbeat_seconds,
+                     MessageHolder(self.running, self.messages).beat),
+            Periodic("sweep", s.sweep_seconds, lambda: sweeping.sweep(
+                self.leases, self.metrics, s.host_id, self.messages)),
+            Periodic("utilisation", s.heartbeat_seconds, self.sample),
+            Periodic("rollups", s.rollup_seconds, self.rollups.flush),
+        ]
         if s.borrow:
-            self.threads.append(self.borrow_view)
+            self.threads.append(Periodic("borrow-view", max(1.0, s.defer_seconds),
+                                         self.borrowing.refresh))
+        self.threads.append(self.sender)
 
     # -- the story -----------------------------------------------------------
     def run(self) -> int:
@@ -87,6 +109,7 @@ class Supervisor:
             while not self.fast.is_set():
                 self.handle_signals()
                 self.collect_finished()
+                self.settle_finished()
                 self.check_health()
                 self.check_overruns()
                 if self.drain.is_set():
@@ -102,9 +125,11 @@ class Supervisor:
         return self.exit_code
 
     def boot(self) -> None:
+        """Reach AWS (riding out a network that is not up yet), clear leftovers, start."""
         self.install_signals()
-        orphans = sweeping.reclaim_host(self.leases, self.metrics, self.settings.host_id,
-                                        self.messages)
+        self.patiently("boot", self.check_resources)
+        orphans = self.patiently("boot", lambda: sweeping.reclaim_host(
+            self.leases, self.metrics, self.settings.host_id, self.messages))
         logger.info("starting %s slots on host %s (engine %s); reclaimed %s orphaned lease(s)",
                     self.settings.slots, self.settings.host_id, self.settings.engine,
                     len(orphans), extra=extra("boot", host=self.settings.host_id,
@@ -112,10 +137,40 @@ class Supervisor:
                                               reclaimed=len(orphans)))
         self.pool.start()
         if self.settings.borrow:
-            self.borrowing.refresh()
+            self.patiently("borrow view", self.borrowing.refresh)
         for thread in self.threads:
             thread.start()
         self.booted.set()
+
+    def check_resources(self) -> None:
+        """Refuse to start without the queue and every table (`imposer init` makes them)."""
+        self.queue.url()
+        s = self.settings
+        for table in (s.leases_table, s.jobs_table, s.tenants_table, s.outbox_table,
+                      s.rollups_table):
+            if not self.leases.dynamo.table_exists(table):
+                raise MissingResource(f"table {table} does not exist (run `imposer init`)")
+
+    def patiently(self, what: str, call: Callable[[], T]) -> T:
+        """Call *call*, retrying AWS errors that may pass until the boot deadline.
+
+        A missing resource or bad credentials is configuration: no retry.
+        """
+        deadline = self.clock.monotonic() + self.settings.boot_retry_seconds
+        delay = 0.5
+        while True:
+            try:
+                return call()
+            except (MissingResource, ConfigError):
+                raise
+            except BackendError as exc:
+                if "no AWS credentials" in str(exc) or self.clock.monotonic() > deadline \
+                        or self.fast.is_set():
+                    raise
+                logger.warning("%s: %s; retrying in %.1fs", what, exc, delay,
+                               extra=extra("aws_retry", what=what))
+                self.fast.wait(delay)
+                delay = min(10.0, delay * 2)
 
     # -- signals -------------------------------------------------------------
     def install_signals(self) -> None:
@@ -148,61 +203,84 @@ class Supervisor:
         if self.max_jobs is not None and self.dispatch.started >= self.max_jobs:
             return True
         if self.exit_when_idle and self._empty_poll and not len(self.running):
-            depth = self.queue.depth()
-            return depth["visible"] + depth["in_flight"] + depth["delayed"] == 0
+            try:
+                depth = self.queue.depth()
+            except BackendError:
+                return False
+            return depth["visible"] + depth["delayed"] == 0 and \
+                depth["in_flight"] <= self.parked_messages()
         return False
 
-    # -- finished jobs and health ----------------------------------------------
-    def collect_finished(self) -> None:
-        """Settle jobs that ended; then refill freed slots from their tenants' deferred work.
+    def parked_messages(self) -> int:
+        """Queued jobs of paused tenants (cap 0): their messages wait for an operator, not us."""
+        if not self._paused_tenants():
+            return 0
+        paused = self._paused_tenants()
+        return sum(1 for r in self.jobs.open_jobs(("queued",)) if r.tenant_id in paused)
 
-        Every event of the batch is settled before any slot is refilled: the
-        pool marks a slot free as soon as its outcome arrives, and a slot must
-        not take a new job while its old one is still in the running table.
-        """
-        idle_slots = bool(self.pool.free()) and not self.drain.is_set()
-        freed: list[str] = []
-        for event in self.pool.wait(0 if idle_slots else 0.5):
-            job = self.running.pop(event.slot)
+    def _paused_tenants(self) -> set[str]:
+        return {t for t, cap in self.tenants.caps().items() if cap <= 0}
+
+    # -- finished jobs and health ----------------------------------------------
+    def collect_finished(self, wait: float | None = None) -> None:
+        """Take the outcomes the pool has for us; their slots are free from now on."""
+        if wait is None:
+            idle = bool(self.pool.free()) and not self.drain.is_set()
+            pause = self._receive_paused_until - self.clock.monotonic()
+            wait = 0.5 if not idle else max(0.0, min(0.5, pause))
+        for event in self.pool.wait(wait):
+            job = self.running.in_slot(event.slot)
             if job is None:
                 continue
             outcome = event.outcome or Outcome(
                 job_id=job.request.job_id, fate=Fate.RETRY, error_kind="child_died",
                 reason=f"pool worker died (exit code {event.exitcode})")
-            with guard(job.request):
-                if self.completer.complete(job, outcome) is not None:
-                    freed.append(job.request.tenant_id)
+            self.completer.finished(job, outcome)
+
+    def settle_finished(self, force: bool = False) -> None:
+        """Settle every finished job that is due; then refill freed slots from deferred work.
+
+        Every settlement of the pass comes before any refill, so a tenant's
+        counter is down before its next job is tried.
+        """
+        now, freed = self.clock.monotonic(), []
+        for job in self.running.settling():
+            if force or job.retry_at <= now:
+                with guard(job.request):
+                    if self.completer.settle(job) is Settled.DONE:
+                        freed.append(job.request.tenant_id)
         for tenant in freed:
             with guard(None):
                 self.dispatch.wake(tenant, self.pool.free(), self.drain.is_set)
 
     def check_health(self) -> None:
         """Stop the worker if a background thread is gone: never run unsupervised."""
-        watched = [(t.name, t.is_alive()) for t in self.threads]
-        if self.notifier is not None:
-            watched.append(("webhooks", self.notifier.is_alive()))
-        for name, alive in watched:
-            if not alive:
-                logger.critical("%s thread is gone; stopping", name,
-                                extra=extra("thread_died", thread=name))
+        for thread in self.threads:
+            if not thread.is_alive():
+                logger.critical("%s thread is gone; stopping", thread.name,
+                                extra=extra("thread_died", thread=thread.name))
                 self.exit_code = Exit.THREAD_DIED
                 self.fast.set()
 
     def check_overruns(self) -> None:
-        """Kill the slot of a job whose lease was reclaimed or that ran past its limit."""
+        """Kill the slot of a job whose lease was lost or that ran past its limit.
+
+        A result already waiting in the slot's pipe is collected first, never
+        thrown away by a kill.
+        """
         now = self.clock.monotonic()
-        for job in self.running.snapshot():
+        for job in self.running.running():
+            if self.pool.has_result(job.slot):
+                continue
             if job.lost:
                 self.pool.kill(job.slot)
-                self.running.pop(job.slot)
+                self.running.remove(job)
                 logger.error("killed job %s: its lease was reclaimed; the message will return",
-                             job.request.job_id, extra=extra("job_abandoned",
-                                                             job.request.tenant_id,
-                                                             job.request.job_id))
+                             job.request.key, extra=extra("job_abandoned", job.request.tenant_id,
+                                                          job.request.job_id))
             elif self.overrun.overran(job.started, now):
                 self.pool.kill(job.slot)
-                self.running.pop(job.slot)
-                self.completer.complete(job, Outcome(
+                self.completer.finished(job, Outcome(
                     job_id=job.request.job_id, fate=Fate.RETRY, error_kind="timeout",
                     reason=f"job ran past {self.overrun.limit:.0f}s; its pool worker was killed"))
 
@@ -212,46 +290,82 @@ class Supervisor:
         self.metrics.emit("slot_utilisation", 100.0 * busy / self.settings.slots,
                           host=self.settings.host_id)
         queued = self.queue.depth()["visible"] if busy >= self.settings.slots else 0
-        self.contention.sample(busy, queued)
+        stranded, stranded_time, shortage = self.contention.sample(busy, queued)
+        self.rollups.contention(stranded, stranded_time, shortage, self.clock.time())
 
     # -- new work ---------------------------------------------------------------
     def fill_free_slots(self) -> None:
-        """Receive at most as many messages as there are free slots, and dispatch them."""
+        """Receive at most as many messages as there are free slots, and dispatch them.
+
+        A receive that fails for a reason that may pass backs off (0.5 s
+        doubling to 30 s) while the loop keeps settling finished jobs.
+        """
         free = self.pool.free()
-        if not free:
+        now = self.clock.monotonic()
+        if not free or now < self._receive_paused_until:
             return
         want = len(free)
         if self.max_jobs is not None:
             want = min(want, self.max_jobs - self.dispatch.started)
-        messages = self.queue.receive(want, self.settings.poll_seconds,
-                                      self.settings.lease_ttl_seconds)
+        try:
+            messages = self.queue.receive(want, self.settings.poll_seconds,
+                                          self.settings.lease_ttl_seconds)
+        except MissingResource:
+            raise
+        except BackendError as exc:
+            self._receive_failures += 1
+            delay = min(30.0, 0.5 * 2 ** (self._receive_failures - 1))
+            self._receive_paused_until = now + delay
+            logger.warning("could not receive: %s; trying again in %.1fs", exc, delay,
+                           extra=extra("receive_error", failures=self._receive_failures))
+            return
+        self._receive_failures = 0
         self._empty_poll = not messages
         self.dispatch.take_batch(messages, free, self.drain.is_set)
 
     # -- the fixed stop order -----------------------------------------------------
     def shutdown(self) -> None:
-        """Stop pool, then threads, then hand back unfinished jobs and their messages."""
-        if not self.fast.is_set():
-            self.collect_finished()
-        self.pool.stop(timeout=0 if self.fast.is_set() else 5)
+        """Settle what finished, stop the pool, then threads, then hand back the rest.
+
+        Even a fast stop first reads the results already waiting in the pipes:
+        a job that finished is settled, never returned to run again.
+        """
+        self.collect_finished(wait=0 if self.fast.is_set() else 0.5)
+        self.settle_finished(force=True)
+        for event in self.pool.stop(timeout=0 if self.fast.is_set() else 5):
+            job = self.running.in_slot(event.slot)
+            if job is not None:
+                self.completer.finished(job, event.outcome)
+        self.settle_finished(force=True)
         for thread in self.threads:
             thread.stop()
         for job in self.running.snapshot():
-            self.running.pop(job.slot)
-            req = job.request
-            try:
-                self.leases.release(job.lease, JobStatus.QUEUED, wait_reason=(
-                    f"worker {self.settings.host_id} stopped before finishing; "
-                    "returned to the queue"))
-            except (LeaseLost, BackendError) as exc:
-                logger.error("could not release %s on stop: %s", req.job_id, exc,
-                             extra=extra("release_error", req.tenant_id, req.job_id))
-            self.messages.give_back(job.message)
-            logger.warning("returned unfinished job %s to the queue", req.job_id,
-                           extra=extra("job_returned", req.tenant_id, req.job_id))
+            self.hand_back(job)
         returned = self.dispatch.give_back_deferred()
-        self.completer.stop()
+        self.rollups.flush()
         logger.info("stopped (started %s job(s); %s deferred message(s) given back)",
                     self.dispatch.started, returned,
                     extra=extra("stopped", started=self.dispatch.started,
                                 aws_calls=session.CALLS.snapshot()))
+
+    def hand_back(self, job) -> None:
+        """Release an unfinished job as queued and make its message visible for others."""
+        self.running.remove(job)
+        req = job.request
+        if job.settling:
+            logger.error("job %s finished but could not be settled before the stop; its lease "
+                         "will be reclaimed and it runs again", req.key,
+                         extra=extra("settle_abandoned", req.tenant_id, req.job_id))
+            return
+        try:
+            self.leases.release(job.lease, JobStatus.QUEUED, wait_reason=(
+                f"worker {self.settings.host_id} stopped before finishing; returned to the queue"))
+        except (LeaseLost, BackendError) as exc:
+            logger.error("could not release %s on stop: %s", req.key, exc,
+                         extra=extra("release_error", req.tenant_id, req.job_id))
+        try:
+            self.messages.give_back(job.message)
+        except BackendError:
+            pass  # it comes back when its visibility runs out
+        logger.warning("returned unfinished job %s to the queue", req.key,
+                       extra=extra("job_returned", req.tenant_id, req.job_id))

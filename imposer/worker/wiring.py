@@ -11,6 +11,8 @@ from imposer.metrics import Metrics
 from imposer.settings import Settings
 from imposer.state.jobs import JobStore
 from imposer.state.leases import LeaseStore
+from imposer.state.outbox import OutboxStore
+from imposer.state.rollups import RollupStore
 from imposer.state.tenants import TenantStore
 
 
@@ -23,6 +25,8 @@ class Backends:
     tenants: TenantStore
     leases: LeaseStore
     jobs: JobStore
+    outbox: OutboxStore
+    rollups: RollupStore
     queue: JobQueue
     metrics: Metrics
     clock: Clock
@@ -33,13 +37,16 @@ def connect(settings: Settings, clock: Clock | None = None,
     clock = clock or SystemClock()
     dynamo = Dynamo(settings.region)
     tenants = TenantStore(dynamo, settings.tenants_table, settings.default_cap)
+    jobs = JobStore(dynamo, settings.jobs_table, clock, settings.job_retention_days)
     return Backends(
         settings=settings,
         dynamo=dynamo,
         tenants=tenants,
-        leases=LeaseStore(dynamo, settings.leases_table, settings.jobs_table, tenants,
+        leases=LeaseStore(dynamo, settings.leases_table, jobs, tenants,
                           settings.lease_ttl_seconds, clock),
-        jobs=JobStore(dynamo, settings.jobs_table, clock),
+        jobs=jobs,
+        outbox=OutboxStore(dynamo, settings.outbox_table, clock, settings.job_retention_days),
+        rollups=RollupStore(dynamo, settings.rollups_table),
         queue=JobQueue(settings.region, settings.queue_name, settings.dlq_name,
                        settings.poll_seconds),
         metrics=metrics or Metrics(settings.metrics_namespace, clock),

@@ -50,8 +50,9 @@ class TestInit:
         second = subprocess.run([sys.executable, "-m", "imposer", "init"], env=env,
                                 capture_output=True, text=True)
         assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
-        assert first.stdout.count("created") == 6
-        assert second.stdout.count("exists") == 6 and "created" not in second.stdout
+        assert first.stdout.count("created") == 8
+        assert "TTL on expires_at" in first.stdout
+        assert second.stdout.count("exists") == 8 and "created" not in second.stdout
         sqs = boto3.client("sqs")
         attrs_ = sqs.get_queue_attributes(
             QueueUrl=sqs.get_queue_url(QueueName=names["queue_name"])["QueueUrl"],

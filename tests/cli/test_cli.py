@@ -6,9 +6,9 @@ import json
 import subprocess
 import sys
 
-from imposer.models import JobStatus
+from imposer.models import JobStatus, lease_key
 from tests.fixtures.aws import env_for
-from tests.fixtures.jobs import request
+from tests.fixtures.jobs import record_of, request
 
 
 def imposer(env, *args):
@@ -33,9 +33,9 @@ class TestErrors:
 
         env = env_for(Settings.load({}, **names))
         got = imposer(env, "leases")
-        assert got.returncode == 4 and "imposer init" in got.stderr
+        assert got.returncode == 3 and "imposer init" in got.stderr
         run = imposer(env, "run", "--engine", "open")
-        assert run.returncode == 3 and "does not exist (run `imposer init`)" in run.stderr
+        assert run.returncode == 3 and "does not exist" in run.stderr and "imposer init" in run.stderr
 
     def test_bad_setting_is_a_usage_error(self, settings):
         """A malformed IMPOSER_* value names the variable and exits 2."""
@@ -69,11 +69,12 @@ class TestOperatorViews:
         assert lease.job_id in text and "EXPIRES IN" in text
         swept = imposer(env, "sweep", "--once")
         assert swept.returncode == 0 and "reclaimed 0 expired lease(s)" in swept.stdout
-        backends.dynamo.update(settings.leases_table, {"pk": f"lease#{lease.job_id}"},
+        backends.dynamo.update(settings.leases_table,
+                               {"pk": lease_key(lease.tenant_id, lease.job_id)},
                                "SET expires_at = :x", {":x": 1.0})
         swept = imposer(env, "sweep", "--once")
         assert "reclaimed 1 expired lease(s)" in swept.stdout
-        assert backends.jobs.get(lease.job_id).status == JobStatus.QUEUED
+        assert record_of(backends, lease.job_id).status == JobStatus.QUEUED
 
     def test_tenants_set_and_list(self, settings, backends):
         """A tier override set from the CLI is listed and used by the next acquire."""
@@ -81,7 +82,7 @@ class TestOperatorViews:
         assert imposer(env, "tenants", "set", "acme", "--cap", "1").returncode == 0
         rows = json.loads(imposer(env, "tenants", "list", "--json").stdout)
         assert rows == [{"tenant_id": "acme", "cap": 1, "override": True, "inflight": 0,
-                         "webhook_hosts": []}]
+                         "borrowed": 0, "webhook_hosts": []}]
         assert backends.leases.acquire(request(), "h", 0).verdict.value == "acquired"
         assert backends.leases.acquire(request(), "h", 1).verdict.value == "at_cap"
 
@@ -140,5 +141,6 @@ class TestSubmitCommand:
         rows = json.loads(imposer(env_for(settings), "jobs", "--json", "--tenant", "acme").stdout)
         assert [(r["job_id"], r["status"], r["error"]) for r in rows] == \
             [(lease.job_id, "failed", "bad pdf: truncated")]
-        text = imposer(env_for(settings), "jobs").stdout
+        text = imposer(env_for(settings), "jobs", "--tenant", "acme").stdout
         assert "bad pdf: truncated" in text
+        assert "no open jobs" in imposer(env_for(settings), "jobs").stdout

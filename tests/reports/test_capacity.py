@@ -190,3 +190,35 @@ class TestChart:
         monkeypatch.setitem(sys.modules, "matplotlib", None)
         with pytest.raises(ConfigError, match=r"pip install 'imposer\[chart\]'"):
             chart(daily([], slots_total=8, now=NOW), str(tmp_path / "x.png"))
+
+
+def _histories():
+    days = working_days()
+    weekend = [d for d in range(28) if d % 7 >= 5]
+    yield "neither", history({d: 4 for d in days})
+    yield "utilisation", history({d: 7 for d in days})
+    yield "wait", history({d: 3 for d in days}) + history({d: 1 for d in days}, wait=600.0)
+    yield "both", history({d: 7 for d in days[:11]} | {d: 4 for d in days[11:]},
+                          {d: 300.0 if d in days[:11] else 10.0 for d in days})
+    yield "half", history({d: 7 for d in days[:10]} | {d: 4 for d in days[10:]})
+    yield "fifth", history({d: 4 for d in days}) + history({d: 1 for d in days}, wait=181.0)
+    yield "fifth+1", (history({d: 4 for d in days}) + history({d: 1 for d in days}, wait=181.0)
+                      + history({0: 1}, wait=181.0))
+    yield "weekend", history({d: 8 for d in weekend}) + history({d: 2 for d in days})
+    yield "midnight", [job(at(0, 13), at(1, 13)), job(at(3, 0), at(4, 0))]
+
+
+class TestRollupsAgree:
+    @pytest.mark.parametrize("name, records", list(_histories()), ids=lambda v: v
+                             if isinstance(v, str) else "")
+    def test_same_verdict_through_rollups(self, name, records):
+        """The history fed through host-hour rollups gives the verdict the records give."""
+        from imposer.reports.capacity import evaluate_hours
+        from imposer.reports.history import from_records
+
+        direct = evaluate(records, slots_total=8, now=NOW)
+        rolled = evaluate_hours(from_records(records, slots_per_host=8, now=NOW), now=NOW)
+        figures = ("text", "working_days", "busy_days", "jobs", "slow_jobs", "slots_total")
+        assert [getattr(rolled, f) for f in figures] == [getattr(direct, f) for f in figures]
+        assert [round(d.utilisation or 0, 6) for d in rolled.days] == \
+            [round(d.utilisation or 0, 6) for d in direct.days]

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from imposer.cli.operator import run_capacity, run_stats
+from imposer.cli.reports import run_capacity, run_stats
+from imposer.reports.history import from_records, to_deltas
 from imposer.errors import ConfigError
 from imposer.models import JobRecord, JobStatus, TenantConfig
 from imposer.reports.capacity import Thresholds
@@ -202,9 +203,10 @@ class TestFormat:
 
 class TestRunReports:
     def test_stats_and_capacity_from_tables(self, backends, settings, tmp_path):
-        """The commands read the jobs and tenants tables and print JSON or a table."""
-        for r in waves("acme", 8, 4, 100):
-            backends.dynamo.put(settings.jobs_table, r.to_item())
+        """The commands read rollups written as hosts write them, and print JSON or a table."""
+        records = waves("acme", 8, 4, 100)
+        for row in from_records(records, slots_per_host=8, now=NOW, caps={"acme": 4}):
+            backends.rollups.add(row.hour, row.host, row.slots, to_deltas(row))
         backends.tenants.put(TenantConfig(tenant_id="acme", cap=4))
         out: list[str] = []
         data = run_stats(settings, parse_duration("1h"), True, out.append, now=NOW)

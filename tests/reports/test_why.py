@@ -9,17 +9,21 @@ import sys
 import pytest
 
 from imposer.models import JobStatus, TenantConfig
-from imposer.reports.why import explain, predict
+from imposer.reports.why import explain, investigate, predict
 from tests.fixtures.aws import env_for
-from tests.fixtures.jobs import request
+from tests.fixtures.jobs import record_of, request
 
 
-def ask(backends, job_id, slots=None):
-    caps = {c.tenant_id: c.cap for c in backends.tenants.list() if c.cap is not None}
+def ask(backends, job_id, slots=None, tenant="acme"):
     s = backends.settings
-    return explain(job_id, backends.jobs.get(job_id), backends.leases.leases(), caps,
-                   s.default_cap, backends.jobs.list(), slots or s.slots, s,
-                   backends.clock.time())
+    if slots is not None:
+        s = s.evolve(slots=slots)
+    if record_of(backends, job_id) is None:
+        return explain(job_id, None, [], {}, s.default_cap, [], [], s.slots, s,
+                       backends.clock.time())
+    tenant = record_of(backends, job_id).tenant_id
+    return investigate(backends.jobs, backends.leases, backends.tenants, s, tenant, job_id,
+                       backends.clock.time())
 
 
 def history(backends, tenant, seconds, count=5):
@@ -125,8 +129,24 @@ class TestPredict:
 
 class TestCommand:
     def test_why_json(self, settings, backends):
-        """`imposer why --json` prints the explanation for operators and tenants."""
+        """`imposer why --json` explains an unknown job as not received, and exits 1."""
         got = subprocess.run([sys.executable, "-m", "imposer", "why", "no-such-job", "--json"],
                              env=env_for(settings), capture_output=True, text=True)
-        assert got.returncode == 0, got.stderr
+        assert got.returncode == 1, got.stderr
         assert json.loads(got.stdout)["code"] == "not_received"
+
+    def test_why_finds_the_tenant_by_job_id(self, settings, backends):
+        """Given only a job id, `why` finds its tenant; with --tenant it reads that tenant's."""
+        lease = backends.leases.acquire(request("globex"), "h", 0).lease
+        for extra in ([], ["--tenant", "globex"]):
+            got = subprocess.run([sys.executable, "-m", "imposer", "why", lease.job_id, "--json",
+                                  *extra], env=env_for(settings), capture_output=True, text=True)
+            assert got.returncode == 0, got.stderr
+            answer = json.loads(got.stdout)
+            assert (answer["code"], answer["tenant_id"]) == ("running", "globex")
+
+    def test_why_refuses_a_bad_id(self, settings):
+        """An id that cannot exist is a usage error, before any AWS call."""
+        got = subprocess.run([sys.executable, "-m", "imposer", "why", "bad id!"],
+                             env=env_for(settings), capture_output=True, text=True)
+        assert got.returncode == 2 and "is not an id" in got.stderr

@@ -12,7 +12,7 @@ from imposer.models import JobStatus, TenantConfig
 from imposer.state.leases import Verdict
 from imposer.worker.sweep import reclaim_host, sweep
 from imposer.worker.wiring import connect
-from tests.fixtures.jobs import request
+from tests.fixtures.jobs import record_of, request
 
 
 class TestAcquire:
@@ -65,7 +65,7 @@ class TestAcquire:
         lease = backends.leases.acquire(req, "h", 0).lease
         backends.leases.release(lease, JobStatus.RETRYING, failures=1, error="boom")
         assert backends.leases.acquire(req, "h", 0).verdict == Verdict.ACQUIRED
-        record = backends.jobs.get(req.job_id)
+        record = record_of(backends, req.job_id)
         assert (record.attempts, record.failures, record.status) == (2, 1, JobStatus.RUNNING)
 
     def test_expired_lease_reported_stale(self, backends, clock):
@@ -79,7 +79,7 @@ class TestAcquire:
         """Acquire marks the job running with host, slot, epoch and queue wait."""
         req = request()
         lease = backends.leases.acquire(req, "hostA", 3, sent_at=clock.time() - 12).lease
-        record = backends.jobs.get(req.job_id)
+        record = record_of(backends, req.job_id)
         assert record.status == JobStatus.RUNNING
         assert (record.host, record.slot, record.epoch) == ("hostA", 3, lease.epoch)
         assert record.queue_wait == pytest.approx(12)
@@ -135,7 +135,7 @@ class TestSweep:
         assert backends.leases.leases() == [young]
         assert backends.metrics.total("lease_recovered", tenant_id="acme", host="h1") == 1
         assert backends.metrics.total("lease_recovered", tenant_id="globex") == 0
-        record = backends.jobs.get(old.job_id)
+        record = record_of(backends, old.job_id)
         assert record.status == JobStatus.QUEUED and "expired" in record.wait_reason
 
     def test_two_sweepers_reclaim_once(self, backends, clock):
@@ -215,5 +215,7 @@ class TestRace:
         assert sum(c for _, c in outcomes) > 0, "the race never hit the cap"
         assert backends.leases.leases() == []
         assert all(c.inflight == 0 for c in backends.leases.counters().values())
-        done = backends.jobs.list(statuses=["succeeded"])
+        done = [r for t in tenants
+                for r in backends.jobs.for_tenant(t, statuses=["succeeded"], limit=1000)[0]]
         assert len(done) == sum(g for g, _ in outcomes)
+        assert backends.jobs.open_jobs() == [], "every finished job left the open index"

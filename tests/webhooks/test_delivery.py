@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import queue
 import socket
 import ssl
 import threading
@@ -14,7 +13,14 @@ import pytest
 
 from imposer.client import verify_webhook
 from imposer.models import JobStatus
-from imposer.webhooks.delivery import EVENT_FIELDS, Notifier, build_event
+from imposer.models.signature import header, new_secret
+from imposer.webhooks.delivery import (
+    EVENT_FIELDS,
+    Result,
+    WebhookSender,
+    build_event,
+    encode,
+)
 from imposer.webhooks.urlguard import WebhookRefused, check_url, host_allowed
 
 SECRET = "tenant-secret"
@@ -114,17 +120,9 @@ def tls_receiver(tmp_path):
 
 
 @pytest.fixture
-def results():
-    return queue.Queue()
-
-
-@pytest.fixture
-def notifier(results):
-    """A loopback-enabled notifier with fast retries, reporting into *results*."""
-    n = Notifier(lambda *r: results.put(r), attempts=3, base_delay=0.05, timeout=5.0,
-                 allow_http_loopback=True).start()
-    yield n
-    n.stop(5)
+def sender():
+    """A loopback-enabled sender: one attempt per call."""
+    return WebhookSender(allow_http_loopback=True, timeout=5.0)
 
 
 class TestCheckUrl:
@@ -222,127 +220,90 @@ class TestBuildEvent:
         assert EVENT["status"] == "succeeded" and EVENT["error"] is None
 
 
-class TestNotifier:
-    def test_refused_without_request(self, receiver, results):
+BODY = encode(EVENT)
+
+
+def send(sender, url, hosts=("127.0.0.1",), secret=SECRET):
+    return sender.send(url, BODY, secret, "msg_0123456789abcdef0123456789abcdef", hosts)
+
+
+class TestWebhookSender:
+    def test_refused_without_request(self, receiver):
         """A name resolving to loopback and a private address is refused and nothing is sent."""
-        n = Notifier(lambda *r: results.put(r), allow_http_loopback=True,
-                     resolve=resolver("127.0.0.1", "10.0.0.1")).start()
-        n.notify(f"http://hooks.test:{receiver.server_port}/hook", EVENT, SECRET, ["hooks.test"])
-        assert n.stop(5)
-        job_id, status, detail = results.get(timeout=5)
-        assert (job_id, status) == ("job-1", "refused") and "10.0.0.1" in detail
+        sender = WebhookSender(allow_http_loopback=True, resolve=resolver("127.0.0.1", "10.0.0.1"))
+        result = send(sender, f"http://hooks.test:{receiver.server_port}/hook", ["hooks.test"])
+        assert result.status == "refused" and "10.0.0.1" in result.detail
         assert receiver.requests == []
 
-    def test_metadata_refused(self, notifier, results):
-        """A URL naming the metadata address is reported refused."""
-        notifier.notify("https://169.254.169.254/latest", EVENT, SECRET, ["169.254.169.254"])
-        assert results.get(timeout=5)[1:] == ("refused", "169.254.169.254 resolves to "
-                                              "169.254.169.254, a cloud metadata address")
+    def test_metadata_refused(self, sender):
+        """A URL naming the metadata address is refused."""
+        result = send(sender, "https://169.254.169.254/latest", ["169.254.169.254"])
+        assert (result.status, result.detail) == (
+            "refused", "169.254.169.254 resolves to 169.254.169.254, a cloud metadata address")
 
-    def test_delivers_verifiable_signature(self, notifier, receiver, results):
-        """A delivered event carries a signature the client's verify_webhook accepts."""
-        notifier.notify(receiver.url, EVENT, SECRET, ["127.0.0.1"])
-        assert results.get(timeout=10) == ("job-1", "delivered", "HTTP 200 on attempt 1")
+    def test_no_secret_is_refused(self, sender, receiver):
+        """Without a tenant secret nothing is sent: an unsigned event would be worthless."""
+        assert send(sender, receiver.url, secret="").status == "refused"
+        assert receiver.requests == []
+
+    def test_delivers_verifiable_signature(self, sender, receiver):
+        """A delivered event carries signatures the client's verify_webhook accepts."""
+        result = send(sender, receiver.url)
+        assert (result.status, result.detail) == ("delivered", "HTTP 200")
         ((headers, body, _),) = receiver.requests
         assert verify_webhook(headers, body, SECRET) == EVENT
         assert headers["Content-Type"] == "application/json"
+        assert header(headers, "webhook-id") == "msg_0123456789abcdef0123456789abcdef"
 
-    def test_retries_with_backoff(self, notifier, receiver, results):
-        """A 500 is retried after the base delay and the next 200 counts as delivered."""
-        receiver.codes[:] = [500, 200]
-        notifier.notify(receiver.url, EVENT, SECRET, ["127.0.0.1"])
-        assert results.get(timeout=10) == ("job-1", "delivered", "HTTP 200 on attempt 2")
-        first, second = (r[2] for r in receiver.requests)
-        assert second - first >= 0.05
+    def test_standard_webhooks_reference_library_verifies(self, sender, receiver):
+        """The Standard Webhooks reference verifier accepts imposer's delivery as it is."""
+        from standardwebhooks.webhooks import Webhook
 
-    def test_reports_failure(self, notifier, receiver, results):
-        """A receiver failing every attempt is reported failed after the last attempt."""
-        receiver.codes[:] = [503, 503, 503]
-        notifier.notify(receiver.url, EVENT, SECRET, ["127.0.0.1"])
-        assert results.get(timeout=10) == ("job-1", "failed", "HTTP 503 after 3 attempts")
-        assert len(receiver.requests) == 3
-        gaps = [b[2] - a[2] for a, b in zip(receiver.requests, receiver.requests[1:])]
-        assert gaps[1] >= 0.1  # the second wait doubles the first
+        secret = new_secret()
+        assert send(sender, receiver.url, secret=secret).status == "delivered"
+        ((headers, body, _),) = receiver.requests
+        assert Webhook(secret).verify(body, headers) == EVENT
+        assert verify_webhook(headers, body, secret) == EVENT
 
-    def test_client_error_not_retried(self, notifier, receiver, results):
-        """A 4xx other than 408/429 fails at once: retrying cannot help."""
-        receiver.codes[:] = [404]
-        notifier.notify(receiver.url, EVENT, SECRET, ["127.0.0.1"])
-        assert results.get(timeout=10) == ("job-1", "failed", "HTTP 404 on attempt 1")
-        assert len(receiver.requests) == 1
+    @pytest.mark.parametrize("code, status", [(500, "retry"), (503, "retry"), (429, "retry"),
+                                              (408, "retry"), (404, "failed"), (400, "failed")])
+    def test_status_codes(self, sender, receiver, code, status):
+        """5xx, 408, 425 and 429 may pass; other 4xx will not."""
+        receiver.codes[:] = [code]
+        assert send(sender, receiver.url) == Result(status=status, detail=f"HTTP {code}")
 
-    def test_redirect_not_followed(self, notifier, receiver, results):
-        """A redirect (here to the metadata address) is not followed."""
+    def test_redirect_not_followed(self, sender, receiver):
+        """A redirect (here to the metadata address) is not followed: one request, failed."""
         receiver.codes[:] = [302]
-        notifier.notify(receiver.url, EVENT, SECRET, ["127.0.0.1"])
-        assert results.get(timeout=10)[1] == "failed"
+        assert send(sender, receiver.url).status == "failed"
         assert len(receiver.requests) == 1
 
-    def test_connection_refused_retried(self, notifier, results):
-        """A receiver that is down is retried, then reported failed."""
+    def test_connection_refused_may_pass(self, sender):
+        """A receiver that is down is a failure that may pass."""
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        notifier.notify(f"http://127.0.0.1:{port}/hook", EVENT, SECRET, ["127.0.0.1"])
-        job_id, status, detail = results.get(timeout=10)
-        assert status == "failed" and "after 3 attempts" in detail
-
-    def test_survives_broken_callback(self, receiver):
-        """An exception in on_result is logged and the thread keeps delivering."""
-        seen = queue.Queue()
-
-        def on_result(*result):
-            seen.put(result)
-            raise RuntimeError("callback bug")
-
-        n = Notifier(on_result, allow_http_loopback=True).start()
-        n.notify(receiver.url, EVENT, SECRET, ["127.0.0.1"])
-        n.notify(receiver.url, {**EVENT, "job_id": "job-2"}, SECRET, ["127.0.0.1"])
-        assert [seen.get(timeout=10)[0] for _ in range(2)] == ["job-1", "job-2"]
-        assert n.is_alive()
-        assert n.stop(5)
-
-    def test_stop_drains(self, receiver, results):
-        """stop() delivers everything already queued before the thread ends."""
-        n = Notifier(lambda *r: results.put(r), allow_http_loopback=True).start()
-        for k in range(5):
-            n.notify(receiver.url, {**EVENT, "job_id": f"job-{k}"}, SECRET, ["127.0.0.1"])
-        assert n.stop(10) is True
-        assert not n.is_alive()
-        assert sorted(results.get_nowait()[0] for _ in range(5)) == [f"job-{k}" for k in range(5)]
-
-    def test_stop_timeout_abandons_retries(self, receiver, results):
-        """Past stop's timeout, a pending retry is reported failed instead of waited for."""
-        receiver.codes[:] = [500]
-        n = Notifier(lambda *r: results.put(r), allow_http_loopback=True, base_delay=60).start()
-        n.notify(receiver.url, EVENT, SECRET, ["127.0.0.1"])
-        while not receiver.requests:
-            time.sleep(0.01)
-        assert n.stop(0.2) is False
-        assert results.get(timeout=5) == ("job-1", "failed", "notifier stopped before delivery")
-        assert not n.is_alive()
+        result = send(sender, f"http://127.0.0.1:{port}/hook")
+        assert result.status == "retry" and "Connection refused" in result.detail
 
 
-class TestNotifierTls:
-    def test_https_to_checked_address(self, tls_receiver, results):
+class TestWebhookSenderTls:
+    def test_https_to_checked_address(self, tls_receiver):
         """Over https the request goes to the checked address; TLS verifies the URL's host."""
-        n = Notifier(lambda *r: results.put(r), allow_http_loopback=True,
-                     ssl_context=tls_receiver.trust, resolve=resolver("127.0.0.1")).start()
-        n.notify(f"https://hooks.acme.test:{tls_receiver.server_port}/hook", EVENT, SECRET,
-                 ["*.acme.test"])
-        assert results.get(timeout=10) == ("job-1", "delivered", "HTTP 200 on attempt 1")
+        sender = WebhookSender(allow_http_loopback=True, ssl_context=tls_receiver.trust,
+                               resolve=resolver("127.0.0.1"))
+        result = send(sender, f"https://hooks.acme.test:{tls_receiver.server_port}/hook",
+                      ["*.acme.test"])
+        assert result.status == "delivered"
         ((headers, body, _),) = tls_receiver.requests
         assert headers["Host"] == f"hooks.acme.test:{tls_receiver.server_port}"
         assert verify_webhook(headers, body, SECRET) == EVENT
-        assert n.stop(5)
 
-    def test_https_wrong_certificate(self, tls_receiver, results):
+    def test_https_wrong_certificate(self, tls_receiver):
         """A certificate for another host name fails the delivery; nothing reaches the handler."""
-        n = Notifier(lambda *r: results.put(r), allow_http_loopback=True, attempts=1,
-                     ssl_context=tls_receiver.trust, resolve=resolver("127.0.0.1")).start()
-        n.notify(f"https://other.acme.test:{tls_receiver.server_port}/hook", EVENT, SECRET,
-                 ["*.acme.test"])
-        job_id, status, detail = results.get(timeout=10)
-        assert status == "failed" and "certificate" in detail.lower()
+        sender = WebhookSender(allow_http_loopback=True, ssl_context=tls_receiver.trust,
+                               resolve=resolver("127.0.0.1"))
+        result = send(sender, f"https://other.acme.test:{tls_receiver.server_port}/hook",
+                      ["*.acme.test"])
+        assert result.status == "retry" and "certificate" in result.detail.lower()
         assert tls_receiver.requests == []
-        assert n.stop(5)

@@ -13,6 +13,7 @@ from imposer.client.receiver import WebhookReceiver
 from imposer.client.submit import submit
 from imposer.dev.samples import numbered_pdf
 from imposer.models import TenantConfig
+from tests.fixtures.jobs import record_of
 from tests.fixtures.workers import Worker, layout, wait_for
 
 pytestmark = pytest.mark.slow
@@ -52,7 +53,7 @@ class TestCompletionWebhook:
             (req.job_id, "succeeded", "order-17")
         assert event["output"] == req.output and event["queue_wait"] is not None
         assert admission.inflight("acme") == 0
-        record = wait_for(lambda: (r := backends.jobs.get(req.job_id)) and
+        record = wait_for(lambda: (r := record_of(backends, req.job_id)) and
                           r.webhook_status == "delivered" and r, 10, "delivery to be recorded")
         assert record.webhook_status == "delivered"
         headers, body = raw[0]
@@ -76,7 +77,7 @@ class TestCompletionWebhook:
             assert worker.wait(60) == 0, worker.tail()
         finally:
             worker.close()
-        record = wait_for(lambda: (r := backends.jobs.get(req.job_id)) and
+        record = wait_for(lambda: (r := record_of(backends, req.job_id)) and
                           r.webhook_status not in (None, "pending") and r, 10, "a recorded refusal")
         assert record.status.value == "succeeded"
         assert record.webhook_status == "refused"

@@ -10,7 +10,7 @@ from imposer.models import JobStatus, TenantConfig
 from imposer.state.leases import Verdict
 from imposer.worker.borrowing import BorrowPolicy
 from imposer.worker.sweep import sweep
-from tests.fixtures.jobs import request
+from tests.fixtures.jobs import record_of, request
 from tests.fixtures.workers import Worker, layout, submit_jobs
 
 
@@ -120,7 +120,7 @@ class TestTwoHostsBorrowing:
         assert worst_own <= 2
         assert max(worst_lent.values()) <= 3, worst_lent
         assert worst_lent["host-b"] >= 1, "host-b never borrowed"
-        assert all(backends.jobs.get(j).status == JobStatus.SUCCEEDED for j in ids)
+        assert all(record_of(backends, j).status == JobStatus.SUCCEEDED for j in ids)
         assert backends.leases.leases() == []
         counter = backends.leases.counters()["heavy"]
         assert (counter.inflight, counter.borrowed) == (0, 0)

@@ -78,7 +78,7 @@ class TestContention:
         for n in range(10):
             meter.deferred("heavy", f"j{n}")
         clock.advance(100)
-        assert meter.sample(busy=4, queued=0) == (400, 0)
+        assert meter.sample(busy=4, queued=0) == (400, 100, 0)
         assert metrics.total("stranded_seconds", host="h") == 400
 
     def test_stranded_bounded_by_waiting_jobs(self):
@@ -88,7 +88,7 @@ class TestContention:
         meter.deferred("heavy", "j1")
         meter.deferred("heavy", "j2")
         clock.advance(10)
-        assert meter.sample(busy=2, queued=0) == (20, 0)
+        assert meter.sample(busy=2, queued=0) == (20, 10, 0)
 
     def test_full_pool_with_queued_work_is_shortage(self):
         """All slots busy with messages waiting is shortage, not stranded capacity."""
@@ -96,7 +96,7 @@ class TestContention:
         meter.sample(busy=8, queued=5)
         meter.deferred("heavy", "j1")
         clock.advance(7)
-        assert meter.sample(busy=8, queued=5) == (0, 7)
+        assert meter.sample(busy=8, queued=5) == (0, 0, 7)
         assert metrics.total("shortage_seconds") == 7
 
     def test_started_and_stale_deferrals_stop_counting(self):
@@ -107,7 +107,7 @@ class TestContention:
         meter.deferred("heavy", "j2")
         meter.started("j1")
         clock.advance(5)
-        assert meter.sample(busy=0, queued=0) == (5, 0)
+        assert meter.sample(busy=0, queued=0) == (5, 5, 0)
         clock.advance(301)
         assert meter.capped_waiting() == 0
 

@@ -12,9 +12,9 @@ from imposer.worker.running import Running, RunningTable
 from tests.fixtures.jobs import request
 
 
-def running(slot: int = 0) -> Running:
+def running(slot: int = 0, epoch: str = "e1") -> Running:
     req = request()
-    lease = Lease(tenant_id=req.tenant_id, job_id=req.job_id, host="h", slot=slot, epoch="e1",
+    lease = Lease(tenant_id=req.tenant_id, job_id=req.job_id, host="h", slot=slot, epoch=epoch,
                   acquired_at=1.0, expires_at=2.0)
     message = Received(message_id="m", receipt="r", body="{}", group_id="acme", sent_at=0.0,
                        receive_count=1)
@@ -28,18 +28,36 @@ class TestRunningTable:
         job = running()
         table.add(job)
         renewed = table.update(job, lease=attrs.evolve(job.lease, expires_at=9.0))
-        assert renewed is not None and table.get(0).lease.expires_at == 9.0
+        assert renewed is not None and table.in_slot(0).lease.expires_at == 9.0
         assert job.lease.expires_at == 2.0, "entries are frozen; the old one is unchanged"
 
     def test_late_update_never_touches_the_next_job(self):
         """A heartbeat that learned about a finished job cannot mark the slot's new job."""
         table = RunningTable()
-        old, new = running(), running()
+        old, new = running(), running(epoch="e2")
         table.add(old)
-        table.pop(0)
+        table.remove(old)
         table.add(new)
         assert table.update(old, lost=True) is None
-        assert table.get(0) is new and not new.lost
+        assert table.in_slot(0) is new and not new.lost
+
+    def test_changes_from_two_threads_both_land(self):
+        """The renewer's lease and the loop's outcome, made on stale copies, are both kept."""
+        table = RunningTable()
+        job = running()
+        table.add(job)
+        table.update(job, lease=attrs.evolve(job.lease, expires_at=9.0))
+        table.update(job, released=True)  # the loop still holds the first copy
+        (current,) = table.snapshot()
+        assert current.lease.expires_at == 9.0 and current.released
+
+    def test_a_settling_job_leaves_its_slot(self):
+        """Once the child reported, the slot holds no running job, but the job stays listed."""
+        table = RunningTable()
+        job = running()
+        table.add(job)
+        table.update(job, outcome="done")
+        assert table.in_slot(0) is None and len(table) == 1 and table.settling()
 
     def test_concurrent_updates_keep_one_entry(self):
         """Threads racing to update one slot never lose the entry or resurrect an old one."""
@@ -48,7 +66,7 @@ class TestRunningTable:
 
         def hammer():
             for _ in range(200):
-                current = table.get(0)
+                current = table.in_slot(0)
                 table.update(current, received=current.received + 1)
 
         threads = [threading.Thread(target=hammer) for _ in range(4)]
@@ -56,7 +74,7 @@ class TestRunningTable:
             t.start()
         for t in threads:
             t.join()
-        assert len(table) == 1 and 1 <= table.get(0).received <= 800
+        assert len(table) == 1 and 1 <= table.in_slot(0).received <= 800
 
 
 class TestOverrunPolicy:

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from imposer.models import JobStatus, TenantConfig
+from tests.fixtures.jobs import record_of
 from tests.fixtures.workers import Worker, calls_by_job, layout, submit_jobs, wait_for
 
 pytestmark = pytest.mark.slow
@@ -25,7 +26,7 @@ def workers():
 
 
 def statuses(backends, ids):
-    return {i: (r.status.value if (r := backends.jobs.get(i)) else None) for i in ids}
+    return {i: (r.status.value if (r := record_of(backends, i)) else None) for i in ids}
 
 
 def all_final(backends, ids):
@@ -75,7 +76,7 @@ class TestTwoHosts:
         defers = sum(len(w.actions("cap_defer")) for w in workers)
         assert defers > 0, "the heavy tenant was never deferred"
         for job in heavy:
-            assert backends.jobs.get(job).attempts == 1
+            assert record_of(backends, job).attempts == 1
 
 
 class TestCrash:
@@ -94,7 +95,7 @@ class TestCrash:
         assert rescuer.wait(60) == 0, rescuer.tail()
         assert set(statuses(backends, ids).values()) == {"succeeded"}
         for job in ids:
-            record = backends.jobs.get(job)
+            record = record_of(backends, job)
             assert (record.attempts, record.host) == (2, "rescuer")
         recovered = rescuer.actions("lease_recovered")
         assert {r["job_id"] for r in recovered} == set(ids)
@@ -144,7 +145,7 @@ class TestToolFates:
         workers.append(worker)
         finals = [j for n, j in jobs.items() if n != "licence"]
         wait_for(lambda: all_final(backends, finals), 90, "every job to reach its fate", 0.3)
-        got = {name: backends.jobs.get(job) for name, job in jobs.items()}
+        got = {name: record_of(backends, job) for name, job in jobs.items()}
         assert got["ok"].status == JobStatus.SUCCEEDED
         assert got["spawn"].status == JobStatus.SUCCEEDED
         assert (got["badpdf"].status, got["badpdf"].error_kind) == (JobStatus.FAILED, "bad_pdf")
@@ -158,9 +159,9 @@ class TestToolFates:
         dead = {json.loads(d["body"])["job_id"] for d in dlq_bodies(settings)}
         assert dead == {jobs[n] for n in ("internal", "config", "crash", "hang")}
         # Licence failures are retried but never counted against the tenant.
-        wait_for(lambda: (r := backends.jobs.get(jobs["licence"])) and r.attempts >= 2, 30,
+        wait_for(lambda: (r := record_of(backends, jobs["licence"])) and r.attempts >= 2, 30,
                  "the licence job to be retried")
-        licence = backends.jobs.get(jobs["licence"])
+        licence = record_of(backends, jobs["licence"])
         assert licence.failures == 0 and licence.status != JobStatus.DEAD
         # No tool process outlived its job: hang's tool and spawn's grandchild are gone.
         for name in ("hang", "spawn", "memory", "crash"):
@@ -170,7 +171,7 @@ class TestToolFates:
         # The parent keeps serving after all of that.
         late = submit_jobs(settings, tmp_path, "late", 1, layout())[0]
         wait_for(lambda: all_final(backends, [late]), 30, "a job after the failures")
-        assert backends.jobs.get(late).status == JobStatus.SUCCEEDED
+        assert record_of(backends, late).status == JobStatus.SUCCEEDED
         worker.signal(signal.SIGTERM)
         assert worker.wait(30) == 0
 
@@ -200,9 +201,9 @@ class TestMessages:
         assert any("not JSON" in e for e in errors)
         assert any("input missing" in e for e in errors)
         assert any("outside 'tenants/acme/'" in e for e in errors)
-        escaped = backends.jobs.get("j-escape")
+        escaped = record_of(backends, "j-escape")
         assert escaped.status == JobStatus.FAILED and escaped.error_kind == "invalid_message"
-        assert backends.jobs.get(ok[0]).status == JobStatus.SUCCEEDED
+        assert record_of(backends, ok[0]).status == JobStatus.SUCCEEDED
 
     def test_duplicate_delivery_runs_once(self, settings, backends, tmp_path, workers):
         """Two copies of one job's message run the tool once; the extra copy is deleted."""
@@ -215,7 +216,7 @@ class TestMessages:
         workers.append(worker)
         assert worker.wait(60) == 0, worker.tail()
         assert calls_by_job(worker.calls) == {job: 1}
-        assert backends.jobs.get(job).status == JobStatus.SUCCEEDED
+        assert record_of(backends, job).status == JobStatus.SUCCEEDED
         assert len(worker.actions("duplicate_running")) + len(worker.actions("duplicate_done")) >= 1
 
 
@@ -249,7 +250,7 @@ class TestSignals:
         assert worker.wait(20) == 0, worker.tail()
         assert backends.leases.leases() == []
         assert backends.leases.counters()["acme"].inflight == 0
-        assert {backends.jobs.get(j).status for j in ids} == {JobStatus.QUEUED}
+        assert {record_of(backends, j).status for j in ids} == {JobStatus.QUEUED}
         wait_for(lambda: backends.queue.depth()["visible"] == 2, 10, "messages to be visible")
         for job in ids:
             assert not [p for p in psutil.process_iter(["cmdline"])
@@ -266,13 +267,13 @@ class TestRetention:
                         "--republish-receive-count", "3", "--defer-seconds", "0.1")
         workers.append(worker)
         wait_for(lambda: worker.actions("republished"), 60, "a re-publish")
-        record = backends.jobs.get(job)
+        record = record_of(backends, job)
         assert record.status == JobStatus.QUEUED and record.defers >= 3
         assert "at tenant cap" in record.wait_reason
         assert dlq_bodies(settings) == []
         backends.tenants.put(TenantConfig(tenant_id="paused", cap=1))
         wait_for(lambda: all_final(backends, [job]), 30, "the job to run once unpaused")
-        record = backends.jobs.get(job)
+        record = record_of(backends, job)
         assert record.status == JobStatus.SUCCEEDED
         assert record.queue_wait >= 1.0, "queue wait must count from the first submission"
         worker.signal(signal.SIGTERM)
@@ -299,7 +300,7 @@ class TestBatchModes:
         workers.append(worker)
         done = wait_for(lambda: worker.actions("republished"), 30, "a re-publish")
         assert done[0]["job_id"] == job
-        assert backends.jobs.get(job).status == JobStatus.QUEUED
+        assert record_of(backends, job).status == JobStatus.QUEUED
 
 
 class TestOpenEngine:
@@ -319,7 +320,7 @@ class TestOpenEngine:
                         "--exit-when-idle")
         workers.append(worker)
         assert worker.wait(60) == 0, worker.tail()
-        assert backends.jobs.get(req.job_id).status == JobStatus.SUCCEEDED
+        assert record_of(backends, req.job_id).status == JobStatus.SUCCEEDED
         plate = tmp_path / "plate.pdf"
         uri = S3Uri.parse(req.output)
         Storage(settings.region).client.download_file(uri.bucket, uri.key, str(plate))

@@ -1,0 +1,80 @@
+"""Leave nothing behind a pool child: its tools' processes and its job directories.
+
+A child killed by SIGKILL (or a host that died) cannot run its own cleanup,
+so the parent does it from outside: every tool process carries the
+``IMPOSER_TOOL_OWNER`` tag of the slot that started it (``<host>/<boot>/<slot>``)
+and every job directory sits under the slot's directory of this boot.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import psutil
+
+from imposer.engine.pdftoolbox import OWNER
+from imposer.logs import extra
+
+logger = logging.getLogger(__name__)
+
+
+def owner_tag(host: str, boot: str, slot: int | None = None) -> str:
+    """Return the tag of a slot's tools, or the prefix of a whole boot's when slot is None."""
+    return f"{host}/{boot}/" + ("" if slot is None else str(slot))
+
+
+def kill_tools(matches) -> int:
+    """SIGKILL every process whose owner tag satisfies *matches*; return how many."""
+    victims = []
+    for proc in psutil.process_iter():
+        try:
+            tag = proc.environ().get(OWNER)
+        except (psutil.Error, OSError):
+            continue
+        if tag and matches(tag):
+            victims.append(proc)
+    for proc in victims:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(victims, timeout=5)
+    if victims:
+        logger.warning("killed %d orphaned tool process(es)", len(victims),
+                       extra=extra("orphans_killed", pids=[p.pid for p in victims]))
+    return len(victims)
+
+
+def kill_slot_tools(host: str, boot: str, slot: int) -> int:
+    """Kill the tools a dead child of *slot* left running."""
+    tag = owner_tag(host, boot, slot)
+    return kill_tools(lambda t: t == tag)
+
+
+def kill_previous_runs(host: str, boot: str) -> int:
+    """At boot: kill tools started by any earlier run of this host."""
+    mine, ours = f"{host}/", owner_tag(host, boot)
+    return kill_tools(lambda t: t.startswith(mine) and not t.startswith(ours))
+
+
+def empty_dir(path: Path) -> None:
+    """Remove everything inside *path* (a dead slot's job directories)."""
+    if path.is_dir():
+        for child in path.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+
+
+def remove_previous_runs(root: Path, boot: str) -> int:
+    """At boot: remove the work directories of earlier runs of this host; return how many."""
+    removed = 0
+    if root.is_dir():
+        for child in root.iterdir():
+            if child.name != boot:
+                shutil.rmtree(child, ignore_errors=True)
+                removed += 1
+    return removed

@@ -1,0 +1,286 @@
+"""The operator's questions: `jobs`, `why`, `stats`, `capacity`, and `fetch` a plate.
+
+None of them reads the job history whole: a tenant's jobs are paged through
+an index by submission time, live work comes from the open-jobs index, and
+stats and capacity read the hourly rollups. Only ``jobs --export`` scans.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+import click
+
+from imposer.cli.common import TABLE_NAMES, fail, handle_errors, settings_options
+from imposer.errors import ConfigError
+from imposer.models.exits import Exit
+from imposer.settings import Settings
+
+if TYPE_CHECKING:
+    from imposer.reports.capacity import Thresholds, Verdict
+
+STATUSES = ["queued", "running", "retrying", "succeeded", "failed", "dead"]
+
+
+def _duration(ctx, param, value):
+    from imposer.reports.formatting import parse_duration
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _id(ctx, param, value):
+    from imposer.models import valid_id
+
+    if value is not None and not valid_id(value):
+        raise click.BadParameter(f"{value!r} is not an id (1-128 of A-Z a-z 0-9 . _ -, "
+                                 "starting with a letter or digit)")
+    return value
+
+
+@click.command()
+@click.option("--tenant", callback=_id, help="A tenant's jobs, newest first (paged).")
+@click.option("--status", "statuses", multiple=True, type=click.Choice(STATUSES),
+              help="Only jobs in this state (repeatable).")
+@click.option("--since", callback=_duration, metavar="DURATION",
+              help="Only jobs submitted in the last DURATION (30m, 6h, 7d).")
+@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True,
+              help="Jobs per page.")
+@click.option("--cursor", help="Go on from where the previous page ended (it prints this).")
+@click.option("--export", is_flag=True,
+              help="Every record of the table as JSON lines (a full Scan: for exports only).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of job records.")
+@settings_options(*TABLE_NAMES)
+@handle_errors
+def jobs(settings: Settings, tenant, statuses, since, limit, cursor, export, as_json) -> None:
+    """List job records: status, attempts, wait, and why a job waits or failed.
+
+    Without --tenant: the jobs that are queued, running or retrying now (the
+    open-jobs index). With --tenant: that tenant's jobs by submission time.
+    """
+    import attrs
+
+    from imposer.worker.wiring import connect
+
+    store = connect(settings).jobs
+    if export:
+        for record in store.export():
+            click.echo(json.dumps(_record(record, attrs), default=str))
+        return
+    next_cursor = None
+    if tenant:
+        start = json.loads(cursor) if cursor else None
+        records, next_cursor = store.for_tenant(
+            tenant, since=None if since is None else time.time() - since,
+            statuses=statuses or None, limit=limit, cursor=start)
+    else:
+        records = store.open_jobs(statuses or None)
+        if since is not None:
+            records = [r for r in records if (r.submitted_at or 0) >= time.time() - since]
+        records = records[:limit]
+    if as_json:
+        click.echo(json.dumps([_record(r, attrs) for r in records], indent=2, default=str))
+    elif not records:
+        click.echo("no jobs" if tenant else "no open jobs (give --tenant for a tenant's history)")
+    else:
+        click.echo(f"{'JOB':34} {'TENANT':14} {'STATUS':10} {'TRIES':>5} {'WAIT':>7}  REASON")
+        for r in records:
+            wait = f"{r.queue_wait:.1f}s" if r.queue_wait is not None else "-"
+            why = r.wait_reason or r.error or ""
+            click.echo(f"{r.job_id:34} {r.tenant_id:14} {r.status.value:10} {r.attempts:>5} "
+                       f"{wait:>7}  {why}")
+    if next_cursor is not None:
+        click.echo(f"more: --cursor '{json.dumps(next_cursor)}'", err=True)
+
+
+def _record(record, attrs) -> dict:
+    item = attrs.asdict(record)
+    item["status"] = record.status.value
+    item.pop("epoch", None)
+    return item
+
+
+def find_job(store, job_id: str, tenant: str | None):
+    """Return (tenant, record) for JOB_ID, asking for --tenant when two tenants share it."""
+    if tenant is not None:
+        return tenant, store.get(tenant, job_id)
+    found = store.find(job_id)
+    if len(found) > 1:
+        owners = ", ".join(sorted(r.tenant_id for r in found))
+        raise click.UsageError(f"job id {job_id} exists for several tenants ({owners}); "
+                               "give --tenant")
+    return (found[0].tenant_id, found[0]) if found else (None, None)
+
+
+@click.command()
+@click.argument("job_id", callback=_id)
+@click.option("--tenant", callback=_id, help="The job's tenant (needed when two share an id).")
+@click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
+@settings_options(*TABLE_NAMES, "slots", "default_cap", "defer_seconds", "retry_seconds")
+@handle_errors
+def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
+    """Say what JOB_ID is doing, why it waits, and when it should start.
+
+    Exits 1 when no worker has seen the job yet.
+    """
+    from imposer.reports.why import explain, investigate
+    from imposer.worker.wiring import connect
+
+    b = connect(settings)
+    owner, record = find_job(b.jobs, job_id, tenant)
+    if record is None:
+        answer = explain(job_id, None, [], {}, settings.default_cap, [], [], settings.slots,
+                         settings, time.time())
+    else:
+        answer = investigate(b.jobs, b.leases, b.tenants, settings, owner, job_id, time.time())
+    if as_json:
+        click.echo(json.dumps(answer.to_dict(), indent=2))
+    else:
+        click.echo(f"{job_id}: {answer.code}")
+        click.echo(f"  {answer.reason}")
+        if answer.predicted_start and answer.code not in ("running", "succeeded"):
+            when = time.strftime("%H:%M:%S", time.localtime(answer.predicted_start))
+            span = ""
+            if answer.earliest and answer.latest:
+                span = (f" (between {time.strftime('%H:%M:%S', time.localtime(answer.earliest))}"
+                        f" and {time.strftime('%H:%M:%S', time.localtime(answer.latest))})")
+            click.echo(f"  predicted start {when}{span}; confidence: {answer.confidence}")
+    if record is None:
+        raise SystemExit(int(Exit.FAILED))
+
+
+@click.command()
+@click.argument("job_id", callback=_id)
+@click.option("--tenant", callback=_id, help="The job's tenant (needed when two share an id).")
+@click.option("-o", "--output", "target", type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the plate [default: JOB_ID.pdf].")
+@settings_options(*TABLE_NAMES, "bucket")
+@handle_errors
+def fetch(settings: Settings, job_id: str, tenant, target) -> None:
+    """Download a succeeded job's plate file."""
+    from imposer.aws.s3 import Storage
+    from imposer.models import TENANT_PREFIX, S3Uri
+    from imposer.worker.wiring import connect
+
+    owner, record = find_job(connect(settings).jobs, job_id, tenant)
+    if record is None:
+        fail(f"no job {job_id}" + (f" of tenant {tenant}" if tenant else ""), Exit.FAILED)
+    if record.status.value != "succeeded" or not record.output:
+        fail(f"job {job_id} is {record.status.value}; only a succeeded job has a plate",
+             Exit.FAILED)
+    uri = S3Uri.parse(record.output)
+    if uri.bucket != settings.bucket or not uri.key.startswith(TENANT_PREFIX.format(tenant=owner)):
+        fail(f"the plate {uri} lies outside {owner}'s prefix; not fetching it", Exit.FAILED)
+    target = target or Path(f"{job_id}.pdf")
+    size = Storage(settings.region).download(uri, target)
+    click.echo(f"{target} ({size} bytes) from {uri}")
+
+
+@click.command()
+@click.option("--since", callback=_duration, default="24h", show_default=True,
+              metavar="DURATION", help="How far back the history goes (30m, 6h, 7d, 4w).")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@settings_options(*TABLE_NAMES, "slots", "default_cap")
+@handle_errors
+def stats(settings: Settings, since, as_json) -> None:
+    """Per tenant running/waiting/deferred and p50/p95 wait; stranded capacity vs shortage.
+
+    Stranded capacity (a slot idle while a tenant at its cap had work
+    waiting) says raise caps or allow borrowing; shortage (all slots busy
+    while a tenant below its cap waited) says buy a licence. Live work comes
+    from imposer's own records, history from its hourly rollups.
+    """
+    run_stats(settings, since, as_json, click.echo)
+
+
+@click.command()
+@click.option("--window", callback=_duration, default="28d", show_default=True,
+              metavar="DURATION", help="How far back to look.")
+@click.option("--util-threshold", type=float, default=0.8, show_default=True,
+              help="A working day is busy above this slot utilisation.")
+@click.option("--day-share", type=float, default=0.5, show_default=True,
+              help="Utilisation condition: busy on more than this share of working days.")
+@click.option("--wait-threshold", type=float, default=180, show_default=True,
+              help="A job is slow when it waited longer than this many seconds.")
+@click.option("--slow-share", type=float, default=0.2, show_default=True,
+              help="Wait condition: more than this share of jobs slow.")
+@click.option("--chart", "chart_path", type=click.Path(dir_okay=False),
+              help="Also draw daily utilisation and slow-job share to this PNG "
+                   "(needs the chart extra).")
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict and its days as JSON.")
+@settings_options(*TABLE_NAMES, "slots")
+@handle_errors
+def capacity(settings: Settings, window, util_threshold, day_share, wait_threshold, slow_share,
+             chart_path, as_json) -> None:
+    """Is a second licence warranted? The seed's rule, both conditions at once.
+
+    At capacity only when slot utilisation is above 80% on more than half of
+    working days AND queue wait is above 3 minutes for more than 20% of jobs;
+    one condition alone is reported as a likely transient burst.
+    """
+    from imposer.reports.capacity import Thresholds
+
+    thresholds = Thresholds(util=util_threshold, day_share=day_share,
+                            wait_seconds=wait_threshold, slow_share=slow_share)
+    run_capacity(settings, window, thresholds, as_json, chart_path, click.echo)
+
+
+def run_stats(settings: Settings, since_seconds: float, as_json: bool,
+              echo: Callable[[str], None], *, now: float | None = None) -> dict:
+    """Read the rollups of the window and the open jobs, then print the figures."""
+    from imposer.reports.formatting import format_stats
+    from imposer.reports.history import HostHour
+    from imposer.reports.overview import summarise
+    from imposer.worker.wiring import connect
+
+    backends = connect(settings)
+    now = backends.clock.time() if now is None else now
+    since = now - since_seconds
+    rows = [HostHour.from_item(i) for i in backends.rollups.read(since, now)]
+    data = summarise(rows, backends.jobs.open_jobs(), now=now, since=since,
+                     caps=backends.tenants.caps(), default_cap=settings.default_cap,
+                     slots_per_host=settings.slots)
+    if as_json:
+        echo(json.dumps(data, indent=2))
+    else:
+        for line in format_stats(data):
+            echo(line)
+    return data
+
+
+def run_capacity(settings: Settings, window_seconds: float | None,
+                 thresholds: Thresholds | None, as_json: bool, chart_path: str | None,
+                 echo: Callable[[str], None], *, now: float | None = None) -> Verdict:
+    """Apply the licence rule to the rollups of the window; optionally draw the chart."""
+    import attrs
+
+    from imposer.reports.capacity import Thresholds, chart, evaluate_hours
+    from imposer.reports.formatting import format_capacity
+    from imposer.reports.history import HostHour
+    from imposer.worker.wiring import connect
+
+    thresholds = thresholds or Thresholds()
+    if window_seconds is not None:
+        thresholds = attrs.evolve(thresholds, window_seconds=window_seconds)
+    backends = connect(settings)
+    now = backends.clock.time() if now is None else now
+    rows = [HostHour.from_item(i)
+            for i in backends.rollups.read(now - thresholds.window_seconds, now)]
+    verdict = evaluate_hours(rows, now=now, thresholds=thresholds)
+    if chart_path:
+        chart(verdict, chart_path)
+    if as_json:
+        echo(json.dumps(verdict.to_dict(), indent=2))
+    else:
+        for line in format_capacity(verdict):
+            echo(line)
+        if chart_path:
+            echo(f"\nchart written to {chart_path}")
+    return verdict

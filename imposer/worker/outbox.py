@@ -1,0 +1,152 @@
+"""Send completion webhooks from the durable outbox, from any host, on a day-long schedule.
+
+Every worker runs one sender thread. It takes events that are due from the
+outbox's index (and, at once, the events its own host just settled), claims
+each attempt with a conditional write so no two hosts send it together,
+sends it, and records the result on the event and the job. A failure that
+may pass is tried again after the next step of the schedule (by default
+5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: about a day, like the Standard
+Webhooks convention); after the last step the event is marked failed and
+stays listed for ``imposer webhooks redeliver``.
+
+A succeeded job's event names the attempt whose plate was committed; the
+sender makes sure the plate is promoted before it tells the tenant, so an
+event never points at an output that is not there, even if the host that
+settled the job died first.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Sequence
+
+from imposer.aws.s3 import Storage
+from imposer.clock import Clock
+from imposer.errors import BackendError
+from imposer.logs import extra
+from imposer.models import S3Uri
+from imposer.state.jobs import JobStore
+from imposer.state.outbox import DELIVERED, FAILED, REFUSED, Event, OutboxStore
+from imposer.state.tenants import TenantStore
+from imposer.webhooks.delivery import RETRY, WebhookSender
+
+logger = logging.getLogger(__name__)
+
+
+def parse_schedule(text: str) -> tuple[float, ...]:
+    """Read ``"5,300,1800"`` into retry delays in seconds."""
+    return tuple(float(part) for part in text.split(",") if part.strip())
+
+
+class OutboxSender(threading.Thread):
+    """The webhook sender of one host: woken by its own completions, polling for the rest."""
+
+    def __init__(self, outbox: OutboxStore, tenants: TenantStore, jobs: JobStore,
+                 storage: Storage, sender: WebhookSender, schedule: Sequence[float],
+                 poll: float, clock: Clock) -> None:
+        super().__init__(name="webhooks", daemon=True)
+        self.outbox, self.tenants, self.jobs, self.storage = outbox, tenants, jobs, storage
+        self.sender, self.schedule, self.poll, self.clock = sender, tuple(schedule), poll, clock
+        self._woken: queue.Queue = queue.Queue()
+        self._halt = threading.Event()
+
+    def wake(self, event_id: str) -> None:
+        """Send *event_id* now (this host just settled its job)."""
+        self._woken.put(event_id)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Make one last pass (this host's fresh events go out now), then end the thread.
+
+        Whatever is not sent within *timeout* stays in the outbox for any host.
+        """
+        self._halt.set()
+        self._woken.put(None)
+        if self.is_alive():
+            self.join(timeout)
+
+    def run(self) -> None:
+        while True:
+            try:
+                self.pass_once()
+            except Exception:
+                logger.exception("webhook sender pass failed", extra=extra("webhook_error"))
+            if self._halt.is_set():
+                return
+            try:
+                self._woken.put(self._woken.get(timeout=self.poll))
+            except queue.Empty:
+                pass
+
+    def pass_once(self) -> int:
+        """Send what was woken and what is due; return how many attempts were made."""
+        woken = []
+        while True:
+            try:
+                item = self._woken.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                woken.append(item)
+        events = [e for e in (self.outbox.get(i) for i in woken) if e and e.status == "pending"]
+        seen = {e.event_id for e in events}
+        events += [e for e in self.outbox.due() if e.event_id not in seen]
+        sent = 0
+        for event in events:
+            claimed = self.outbox.claim(event, hold=self.sender.timeout + 30)
+            if claimed is not None:
+                self.attempt(claimed)
+                sent += 1
+        return sent
+
+    def attempt(self, event: Event) -> None:
+        """Make one delivery attempt of a claimed event and record what came of it."""
+        log = extra("webhook", event.tenant_id, event.job_id, event_id=event.event_id,
+                    attempt=event.attempts)
+        if not self._plate_ready(event):
+            self.outbox.retry_at(event, self.clock.time() + self._delay(1), "plate not promoted")
+            return
+        config = self.tenants.get(event.tenant_id)
+        result = self.sender.send(event.url, event.body,
+                                  (config.webhook_secret if config else None) or "",
+                                  event.event_id, config.webhook_hosts if config else ())
+        detail = f"{result.detail} on attempt {event.attempts}"
+        if result.status == RETRY and event.attempts <= len(self.schedule):
+            delay = self._delay(event.attempts)
+            self.outbox.retry_at(event, self.clock.time() + delay, detail)
+            logger.info("webhook attempt %d of %s failed (%s); next in %.0fs", event.attempts,
+                        event.event_id, result.detail, delay,
+                        extra={**log, "action": "webhook_retry"})
+            self._note(event, "retrying", detail)
+            return
+        status = {DELIVERED: DELIVERED, REFUSED: REFUSED}.get(result.status, FAILED)
+        if status == FAILED and result.status == RETRY:
+            detail = f"{result.detail} after {event.attempts} attempts"
+        self.outbox.close(event, status, detail)
+        logger.log(logging.INFO if status == DELIVERED else logging.WARNING,
+                   "webhook %s: %s", status, detail, extra={**log, "action": f"webhook_{status}"})
+        self._note(event, status, detail)
+
+    def _delay(self, attempts: int) -> float:
+        return self.schedule[min(attempts, len(self.schedule)) - 1] if self.schedule else 0.0
+
+    def _plate_ready(self, event: Event) -> bool:
+        """For a succeeded job: promote its committed plate if nobody has yet."""
+        if not (event.attempt and event.epoch and event.output):
+            return True
+        try:
+            return self.storage.promote(S3Uri.parse(event.attempt), S3Uri.parse(event.output),
+                                        event.epoch)
+        except BackendError as exc:
+            logger.warning("could not promote the plate of %s: %s", event.job_id, exc,
+                           extra=extra("promote_error", event.tenant_id, event.job_id))
+            return False
+
+    def _note(self, event: Event, status: str, detail: str) -> None:
+        try:
+            self.jobs.annotate(event.tenant_id, event.job_id, webhook_status=status,
+                               webhook_detail=detail[:500], webhook_event=event.event_id)
+        except BackendError as exc:
+            logger.warning("could not record the webhook result of %s: %s", event.job_id, exc,
+                           extra=extra("webhook_record_error", event.tenant_id, event.job_id))

@@ -1,0 +1,163 @@
+"""The durable webhook outbox: any host sends, on a schedule, after the plate is there."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from imposer.aws.s3 import Storage
+from imposer.models import JobStatus, S3Uri, TenantConfig
+from imposer.state.outbox import Event, event_id
+from imposer.webhooks.delivery import WebhookSender, build_event, encode
+from imposer.worker.outbox import OutboxSender
+from tests.fixtures.jobs import record_of, request
+
+SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 (http.server's naming)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.requests.append((dict(self.headers.items()), body))
+        code = self.server.codes.pop(0) if self.server.codes else 200
+        self.send_response(code)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def receiver():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.codes, server.requests = [], []
+    server.url = f"http://127.0.0.1:{server.server_port}/hook"
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def sender_for(backends, schedule=(5, 300)):
+    return OutboxSender(backends.outbox, backends.tenants, backends.jobs,
+                        Storage(backends.settings.region),
+                        WebhookSender(allow_http_loopback=True, timeout=5),
+                        schedule, poll=0.05, clock=backends.clock)
+
+
+def finish_with_webhook(backends, url, status=JobStatus.FAILED, **event_fields):
+    """Settle a job the way the completer does: release and outbox entry in one transaction."""
+    req = request()
+    lease = backends.leases.acquire(req, "h", 0).lease
+    event = Event(event_id=event_id(req.tenant_id, req.job_id, lease.epoch),
+                  tenant_id=req.tenant_id, job_id=req.job_id, url=url,
+                  body=encode(build_event(job_id=req.job_id, tenant_id=req.tenant_id,
+                                          status=status)),
+                  due_at=backends.clock.time(), created_at=backends.clock.time(), **event_fields)
+    backends.leases.release(lease, status, also=[backends.outbox.put_op(event)],
+                            finished_at=backends.clock.time(), webhook_status="pending",
+                            webhook_event=event.event_id)
+    return req, event
+
+
+@pytest.fixture
+def tenant(backends):
+    backends.tenants.put(TenantConfig(tenant_id="acme", webhook_secret=SECRET,
+                                      webhook_hosts=("127.0.0.1",)))
+
+
+class TestOutbox:
+    def test_any_host_sends_what_another_settled(self, backends, receiver, tenant):
+        """An event written by a host that died is found through the index and delivered."""
+        req, event = finish_with_webhook(backends, receiver.url)
+        assert sender_for(backends).pass_once() == 1
+        ((headers, body),) = receiver.requests
+        assert json.loads(body)["job_id"] == req.job_id
+        assert backends.outbox.get(event.event_id).status == "delivered"
+        assert list(backends.outbox.listed()) == []
+        record = record_of(backends, req.job_id)
+        assert (record.webhook_status, record.webhook_event) == ("delivered", event.event_id)
+
+    def test_retries_follow_the_schedule(self, backends, receiver, tenant, clock):
+        """A 503 is tried again only when the next step of the schedule has passed."""
+        receiver.codes[:] = [503, 503]
+        _, event = finish_with_webhook(backends, receiver.url)
+        sender = sender_for(backends, schedule=(5, 300))
+        assert sender.pass_once() == 1
+        assert backends.outbox.get(event.event_id).due_at == clock.time() + 5
+        clock.advance(4)
+        assert sender.pass_once() == 0
+        clock.advance(1)
+        assert sender.pass_once() == 1
+        clock.advance(299)
+        assert sender.pass_once() == 0
+        clock.advance(1)
+        assert sender.pass_once() == 1
+        got = backends.outbox.get(event.event_id)
+        assert (got.status, got.attempts, len(receiver.requests)) == ("delivered", 3, 3)
+
+    def test_after_the_schedule_it_is_failed_listed_and_redeliverable(self, backends, receiver,
+                                                                      tenant, clock):
+        """A receiver down for the whole schedule leaves a failed event an operator can resend."""
+        receiver.codes[:] = [500, 500, 500]
+        _, event = finish_with_webhook(backends, receiver.url)
+        sender = sender_for(backends, schedule=(1, 1))
+        for _ in range(3):
+            sender.pass_once()
+            clock.advance(1)
+        got = backends.outbox.get(event.event_id)
+        assert (got.status, got.last_error) == ("failed", "HTTP 500 after 3 attempts")
+        assert [e.event_id for e in backends.outbox.listed()] == [event.event_id]
+        assert sender.pass_once() == 0, "a failed event is not sent again by itself"
+        assert backends.outbox.redeliver(event.event_id)
+        assert sender.pass_once() == 1
+        assert backends.outbox.get(event.event_id).status == "delivered"
+
+    def test_two_hosts_never_send_one_attempt_twice(self, backends, receiver, tenant):
+        """Both hosts see the event due; the conditional claim lets exactly one send it."""
+        _, event = finish_with_webhook(backends, receiver.url)
+        first, second = sender_for(backends), sender_for(backends)
+        due = backends.outbox.due()
+        assert backends.outbox.claim(due[0], hold=30) is not None
+        assert backends.outbox.claim(due[0], hold=30) is None
+        assert second.pass_once() == 0 and first.pass_once() == 0
+        assert receiver.requests == []
+
+    def test_refused_is_final(self, backends, receiver, clock):
+        """A URL off the tenant's allow-list is refused once and never retried."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", webhook_secret=SECRET,
+                                          webhook_hosts=("hooks.example.com",)))
+        _, event = finish_with_webhook(backends, receiver.url)
+        sender = sender_for(backends)
+        sender.pass_once()
+        clock.advance(10_000)
+        assert sender.pass_once() == 0
+        got = backends.outbox.get(event.event_id)
+        assert got.status == "refused" and "allow-list" in got.last_error
+        assert receiver.requests == []
+
+    def test_plate_is_promoted_before_the_tenant_hears(self, backends, receiver, tenant,
+                                                       settings):
+        """A success whose settling host died before promoting: the sender promotes first."""
+        storage = Storage(settings.region)
+        req = request(bucket=settings.bucket)
+        lease = backends.leases.acquire(req, "h", 0).lease
+        attempt = S3Uri.parse(req.attempt_uri(lease.epoch))
+        storage.put_bytes(b"%PDF-1.7 plate", attempt)
+        event = Event(event_id=event_id(req.tenant_id, req.job_id, lease.epoch),
+                      tenant_id=req.tenant_id, job_id=req.job_id, url=receiver.url,
+                      body=encode(build_event(job_id=req.job_id, tenant_id=req.tenant_id,
+                                              status="succeeded", output=req.output)),
+                      due_at=backends.clock.time(), attempt=str(attempt), epoch=lease.epoch,
+                      output=req.output)
+        backends.leases.release(lease, JobStatus.SUCCEEDED, also=[backends.outbox.put_op(event)],
+                                finished_at=backends.clock.time(), output_epoch=lease.epoch)
+        assert storage.epoch_of(S3Uri.parse(req.output)) is None
+        assert sender_for(backends).pass_once() == 1
+        assert storage.get_bytes(S3Uri.parse(req.output)) == b"%PDF-1.7 plate"
+        assert receiver.requests, "the tenant heard only after the plate was in place"
