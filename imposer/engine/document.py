@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+from xml.etree import ElementTree
 
 import pikepdf
 
@@ -20,6 +21,7 @@ logger = logging.getLogger(__name__)
 #: Document information keys copied to the plate (the rest describe the source file).
 _INFO_KEYS = ("/Title", "/Author", "/Subject", "/Keywords", "/Creator", "/Trapped",
               "/GTS_PDFXVersion", "/GTS_PDFXConformance", "/CreationDate")
+_RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}RDF"
 PRODUCER = f"imposer open engine (pikepdf {pikepdf.__version__})"
 
 
@@ -48,10 +50,11 @@ def carry_over(src: pikepdf.Pdf, out: pikepdf.Pdf) -> list[str]:
     """
     warnings: list[str] = []
     root = src.Root
-    for key in ("/OCProperties", "/OutputIntents", "/Lang"):
-        if key in root:
-            out.Root[key] = out.copy_foreign(root[key]) if not isinstance(
-                root[key], pikepdf.String) else root[key]
+    for key in ("/OCProperties", "/OutputIntents"):
+        if isinstance(root.get(key), (pikepdf.Dictionary, pikepdf.Array)):
+            out.Root[key] = _copy(src, out, root[key])
+    if isinstance(root.get("/Lang"), pikepdf.String):
+        out.Root.Lang = root.Lang
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     info = src.trailer.get("/Info")
     if isinstance(info, pikepdf.Dictionary):
@@ -61,15 +64,31 @@ def carry_over(src: pikepdf.Pdf, out: pikepdf.Pdf) -> list[str]:
     out.docinfo["/Producer"] = PRODUCER
     out.docinfo["/ModDate"] = now.strftime("D:%Y%m%d%H%M%SZ")
     if isinstance(root.get("/Metadata"), pikepdf.Stream):
-        out.Root.Metadata = out.copy_foreign(root.Metadata)
-        try:
-            with out.open_metadata(set_pikepdf_as_editor=False, update_docinfo=False,
-                                   strict=True) as meta:
+        if _is_xmp(root.Metadata):
+            out.Root.Metadata = _copy(src, out, root.Metadata)
+            with out.open_metadata(set_pikepdf_as_editor=False, update_docinfo=False) as meta:
                 meta["pdf:Producer"] = PRODUCER
                 meta["xmp:ModifyDate"] = now.isoformat()
                 meta["xmp:MetadataDate"] = now.isoformat()
-        except Exception as exc:  # noqa: BLE001 - any XMP fault: drop it, keep the plate
-            del out.Root["/Metadata"]
-            warnings.append(f"the document's XMP metadata is unreadable and was left out "
-                            f"({type(exc).__name__})")
+        else:
+            warnings.append("the document's XMP metadata is unreadable and was left out")
     return warnings
+
+
+def _is_xmp(stream: pikepdf.Stream) -> bool:
+    """Say whether a metadata stream is well-formed XML holding an RDF description."""
+    try:
+        data = stream.read_bytes()
+        if len(data) > 4 << 20:
+            return False
+        tree = ElementTree.fromstring(data)
+    except (pikepdf.PikepdfError, ElementTree.ParseError, ValueError):
+        return False
+    return any(element.tag == _RDF for element in tree.iter())
+
+
+def _copy(src: pikepdf.Pdf, out: pikepdf.Pdf, value: pikepdf.Object) -> pikepdf.Object:
+    """Copy *value* into *out*; a direct object is made indirect first (copy_foreign's rule)."""
+    if not value.is_indirect:
+        value = src.make_indirect(value)
+    return out.copy_foreign(value)
