@@ -153,6 +153,6 @@ def read_pages(pdf: pikepdf.Pdf, layout: Layout) -> list[SourcePage]:
             number = objgens.get((int(found.group(1)), int(found.group(2))))
             which = f"input page {number + 1}" if number is not None else "an input page"
             raise InputPdfError(
-                f"{which} has no MediaBox, so its size is unknown (the PDF standard requires "
+                f"{which} has no valid MediaBox, so its size is unknown (the PDF standard requires "
                 "one; the engine will not guess US Letter)")
     return [read_page(pdf, i, layout) for i in range(len(pdf.pages))]
