@@ -175,3 +175,36 @@ class TestPrinterMarks:
         with pytest.raises(LayoutError, match="too wide by"):
             impose(load_layout(layout), make_pdf(4, width=A5[0], height=A5[1]),
                    tmp_path / "o.pdf")
+
+
+#: Trim size of the artwork each preset is made for, mm.
+PRESET_PAGES = {"a4-booklet-sra3": (210, 297), "a4-perfect-sra3": (210, 297),
+                "a5-4up-sra3": (148, 210), "a5-booklet-a4": (148, 210),
+                "a5-booklet-sra4": (148, 210), "business-cards-press-sra3": (85, 55),
+                "business-cards-sra3": (85, 55), "flyers-dl-4up-sra3": (99, 210),
+                "letter-2up-tabloid": (215.9, 279.4), "letter-booklet-tabloid": (215.9, 279.4)}
+
+
+class TestPresets:
+    @pytest.mark.parametrize("name", sorted(PRESET_PAGES))
+    def test_preset_imposes_its_artwork(self, make_pdf, tmp_path, name):
+        """Every preset imposes 8 pages of its own size, delivered with 3 mm bleed, silently."""
+        from imposer.engine.presets import preset_names
+
+        assert sorted(PRESET_PAGES) == preset_names()
+        w, h = PRESET_PAGES[name]
+        layout = load_layout(name)
+        if layout.cell is not None:
+            assert (layout.cell.width, layout.cell.height) == pytest.approx((w * MM, h * MM))
+        summary = impose(layout, make_pdf(8, width=w * MM, height=h * MM, trim_inset=3 * MM),
+                         tmp_path / "out.pdf", slug_fields={"job_id": "j1", "tenant_id": "t1"})
+        assert summary.pages_placed >= 8 and summary.warnings == ()
+
+    @pytest.mark.parametrize("name", ["a5-booklet-sra4", "a4-booklet-sra3", "a4-perfect-sra3"])
+    def test_booklets_have_crop_and_fold_marks(self, make_pdf, tmp_path, name):
+        """The press booklet presets draw crop marks and a dashed fold mark on every side."""
+        w, h = PRESET_PAGES[name]
+        out = tmp_path / "out.pdf"
+        impose(name, make_pdf(4, width=w * MM, height=h * MM, trim_inset=3 * MM), out)
+        text = form_text(out)
+        assert "[3 2] 0 d" in text and text.count(" l S") == 2 * 2 + 2 * 2 + 2  # cuts, fold
