@@ -37,7 +37,7 @@ class Budget:
     #: Input file size, bytes.
     max_input_bytes: int = 1 << 30
     #: Pages in the input.
-    max_pages: int = 10_000
+    max_pages: int = 5_000
     #: Objects in the input's cross-reference table.
     max_objects: int = 500_000
     #: Decoded size of any one non-image stream (content, form, font), bytes.

@@ -103,11 +103,10 @@ def _rect(value: pikepdf.Object, what: str) -> Rect:
     return rect
 
 
-def read_page(pdf: pikepdf.Pdf, index: int, layout: Layout) -> SourcePage:
+def read_page(page: pikepdf.Dictionary, index: int, layout: Layout) -> SourcePage:
     """Measure one page; refuse what cannot be placed."""
     where = f"input page {index + 1}"
     try:
-        page = pdf.pages[index].obj
         media = inherited(page, "/MediaBox")
         if media is None:
             raise InputPdfError(f"{where} has no MediaBox")
@@ -146,7 +145,8 @@ def _box(page: pikepdf.Dictionary, names: tuple[str, ...], media: Rect, where: s
 
 def read_pages(pdf: pikepdf.Pdf, layout: Layout) -> list[SourcePage]:
     """Measure every page; refuse a page whose MediaBox qpdf had to make up."""
-    objgens = {p.obj.objgen: i for i, p in enumerate(pdf.pages)}
+    objs = [p.obj for p in pdf.pages]  # pdf.pages[i] walks the list: index it once
+    objgens = {obj.objgen: i for i, obj in enumerate(objs)}
     for warning in pdf.get_warnings():
         found = _NO_MEDIABOX.search(str(warning))
         if found:
@@ -155,4 +155,4 @@ def read_pages(pdf: pikepdf.Pdf, layout: Layout) -> list[SourcePage]:
             raise InputPdfError(
                 f"{which} has no valid MediaBox, so its size is unknown (the PDF standard requires "
                 "one; the engine will not guess US Letter)")
-    return [read_page(pdf, i, layout) for i in range(len(pdf.pages))]
+    return [read_page(obj, i, layout) for i, obj in enumerate(objs)]

@@ -31,6 +31,7 @@ class Writer:
         self.src, self.out, self.layout, self.geometry = src, out, layout, geometry
         self.pages, self.fits, self.budget, self.slug_fields = pages, fits, budget, slug_fields
         self.forms: dict[int, pikepdf.Object] = {}
+        self.page_objs = [p.obj for p in src.pages]  # src.pages[i] walks the list each time
         self.marks: dict[str, pikepdf.Object] = {}
         #: Page index -> least bleed its source offers where the layout wants more, points.
         self.short_bleed: dict[int, float] = {}
@@ -103,7 +104,7 @@ class Writer:
 
     def _source_form(self, index: int) -> pikepdf.Object:
         """Wrap a source page as a form XObject in the source PDF, reusing its raw content."""
-        page, media = self.src.pages[index].obj, self.pages[index].media
+        page, media = self.page_objs[index], self.pages[index].media
         contents = page.get("/Contents")
         form = pikepdf.Stream(self.src, b"")
         try:
