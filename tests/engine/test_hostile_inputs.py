@@ -322,7 +322,8 @@ layouts = st.fixed_dictionaries(
 
 
 class TestFuzz:
-    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=300, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
     @given(data=layouts)
     def test_random_layouts(self, data):
         """Random layout data loads or raises LayoutError, never anything else."""
@@ -331,7 +332,8 @@ class TestFuzz:
         except LayoutError:
             pass
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=60, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
     @given(data=st.binary(max_size=2000))
     def test_random_bytes(self, tmp_path_factory, data):
         """Random bytes as an input PDF raise only the engine's errors."""
