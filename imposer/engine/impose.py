@@ -1,26 +1,39 @@
 """Impose an input PDF onto press sheets with pikepdf.
 
-Every source page becomes one form XObject, stored once however often it is
-placed; each placement is ``q <clip> re W n <matrix> cm /Pn Do Q`` on the
-sheet, so the page shows exactly its trim plus the bleed the layout keeps.
+The steps, each its own module: open the input within the budget (source,
+budget), measure its pages and decide each one's turn and scale (placement),
+lay out the sheet (geometry) and the page order (order), check the size of
+the job against the budget, flatten annotations and write the sheets
+(document, writer), then carry the document's layers, output intent and
+metadata over and save atomically.
+
+Bad input raises only LayoutError, InputPdfError or TooLarge; an output that
+cannot be written raises OSError.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
 import pikepdf
 
-from imposer.engine.geometry import Cell, Rect, SheetGeometry, Side, sheet_geometry
+from imposer.engine.budget import Budget
+from imposer.engine.document import carry_over, flatten_annotations
+from imposer.engine.geometry import sheet_geometry
 from imposer.engine.layout import Layout
-from imposer.engine.marks import marks_form, num, registration
-from imposer.engine.order import plan, two_sided
+from imposer.engine.order import plan, side_count, two_sided
+from imposer.engine.placement import cell_size, fit_page
 from imposer.engine.presets import load_layout
-from imposer.engine.source import SourcePage, inherited, open_input, read_pages
-from imposer.errors import InputPdfError
+from imposer.engine.source import open_input, read_pages
+from imposer.engine.writer import Writer, bleed_warnings
+from imposer.errors import InputPdfError, TooLarge
+
+logger = logging.getLogger(__name__)
 
 
 @attrs.frozen(kw_only=True)
@@ -42,136 +55,84 @@ class ImposeSummary:
     blank_cells: int
     #: Wall-clock seconds the imposition took.
     seconds: float
+    #: Things a prepress operator should know that did not stop the job, in words.
+    warnings: tuple[str, ...] = ()
+    #: Scale of each input page, in page order (1.0 unless ``fit`` changed it).
+    scales: tuple[float, ...] = ()
+    #: Input pages (1-based) turned 90 degrees to fit their cells.
+    turned: tuple[int, ...] = ()
 
 
-def impose(layout: Layout | str | dict, in_path: str | Path,
-           out_path: str | Path) -> ImposeSummary:
-    """Impose *in_path* by *layout* into *out_path*; raise InputPdfError or LayoutError.
+def impose(layout: Layout | str | dict, in_path: str | Path, out_path: str | Path, *,
+           slug_fields: Mapping[str, str] | None = None,
+           budget: Budget | None = None) -> ImposeSummary:
+    """Impose *in_path* by *layout* into *out_path*; bad input raises only our errors.
 
-    *layout* is a Layout, or anything ``load_layout`` accepts.
+    *layout* is a Layout, or anything ``load_layout`` accepts. *slug_fields*
+    fills the slug line's ``{job_id}`` and ``{tenant_id}``. *budget* bounds
+    the job (default ``Budget()``); over it, TooLarge is raised before any work.
     """
     started = time.monotonic()
     layout = load_layout(layout)
-    with open_input(in_path) as src, pikepdf.new() as out:
+    budget = budget or Budget()
+    try:
+        return _impose(layout, Path(in_path), Path(out_path), dict(slug_fields or {}),
+                       budget, started)
+    except RecursionError:
+        raise InputPdfError("input PDF nests objects too deeply") from None
+    except MemoryError:
+        raise TooLarge("the imposition ran out of memory") from None
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        # pikepdf raises these for objects of the wrong type deep in a malformed file
+        logger.warning("malformed input PDF: %s", exc, exc_info=True,
+                       extra={"action": "engine_malformed_input"})
+        raise InputPdfError(f"input PDF is malformed: {type(exc).__name__}: {exc}") from None
+
+
+def _impose(layout: Layout, in_path: Path, out_path: Path, slug_fields: dict[str, str],
+            budget: Budget, started: float) -> ImposeSummary:
+    with open_input(in_path, budget) as src, pikepdf.new() as out:
         pages = read_pages(src, layout)
-        geometry = sheet_geometry(layout, pages[0].width, pages[0].height)
+        cell_w, cell_h = cell_size(layout, pages[0])
+        fits = [fit_page(layout, page, cell_w, cell_h) for page in pages]
+        geometry = sheet_geometry(layout, cell_w, cell_h)
+        cells = geometry.grid.cols * geometry.grid.rows
+        count = side_count(layout, len(pages), geometry.grid)
+        budget.check_layout(geometry.width * geometry.height, count, count * cells)
         sides = plan(layout, len(pages), geometry.grid)
-        _Writer(src, out, layout, geometry, pages).write(sides)
-        _save(out, Path(out_path))
+        warnings: list[str] = []
+        if layout.annotations == "flatten":
+            flatten_annotations(src)
+        sheets = len(sides) // 2 if two_sided(layout) else len(sides)
+        writer = Writer(src, out, layout, geometry, pages, fits, budget, slug_fields)
+        writer.write(sides, sheets)
+        warnings += bleed_warnings(layout, writer.short_bleed)
+        warnings += carry_over(src, out)
+        _save(out, out_path, src.pdf_version)
     placed = sum(p is not None for side in sides for p in side)
     return ImposeSummary(
-        sheets=len(sides) // 2 if two_sided(layout) else len(sides),
-        sheet_width=geometry.width, sheet_height=geometry.height, sides=len(sides),
-        input_pages=len(pages), pages_placed=placed,
+        sheets=sheets, sheet_width=geometry.width, sheet_height=geometry.height,
+        sides=len(sides), input_pages=len(pages), pages_placed=placed,
         blank_cells=sum(len(side) for side in sides) - placed,
-        seconds=time.monotonic() - started)
+        seconds=time.monotonic() - started, warnings=tuple(warnings),
+        scales=tuple(f.scale for f in fits),
+        turned=tuple(i + 1 for i, f in enumerate(fits) if f.turn))
 
 
-def _save(out: pikepdf.Pdf, path: Path) -> None:
-    """Write the sheets beside *path*, then rename, so no half-written plate is left."""
+def _save(out: pikepdf.Pdf, path: Path, version: str) -> None:
+    """Write the sheets beside *path*, then rename, so no half-written plate is left.
+
+    Streams are copied as they are (never decoded and recompressed): faster, and a
+    stream that would expand past the budget is never expanded here.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as stream:  # an unwritable output is OSError, not bad input
-            out.save(stream, compress_streams=True,
+            out.save(stream, compress_streams=True, min_version=version,
+                     stream_decode_level=pikepdf.StreamDecodeLevel.none,
                      object_stream_mode=pikepdf.ObjectStreamMode.generate)
         os.replace(tmp, path)
     except pikepdf.PikepdfError as exc:  # source objects are read lazily, at write time
         raise InputPdfError(f"input PDF is corrupt: {exc}") from None
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def matrix(page: SourcePage, x: float, y: float) -> tuple[float, ...]:
-    """Return the cm matrix putting the page's box, as displayed, with its corner at (x, y)."""
-    b = page.box
-    return {
-        0: (1, 0, 0, 1, x - b.x0, y - b.y0),
-        90: (0, -1, 1, 0, x - b.y0, y + b.x1),
-        180: (-1, 0, 0, -1, x + b.x1, y + b.y1),
-        270: (0, 1, -1, 0, x + b.y1, y - b.x0),
-    }[page.rotate]
-
-
-def placement(page: SourcePage, cell: Cell) -> tuple[Rect, tuple[float, ...]]:
-    """Return the clip and matrix that centre *page* on *cell* and keep its bleed."""
-    x = cell.trim.x0 + (cell.trim.width - page.width) / 2
-    y = cell.trim.y0 + (cell.trim.height - page.height) / 2
-    trim = Rect(x0=x, y0=y, x1=x + page.width, y1=y + page.height)
-    c, t = cell.clip, cell.trim
-    own = trim.expand(t.x0 - c.x0, c.x1 - t.x1, t.y0 - c.y0, c.y1 - t.y1)
-    return cell.clip.intersect(own), matrix(page, x, y)
-
-
-class _Writer:
-    """Build the output sheets; forms are made on first use and reused after."""
-
-    def __init__(self, src: pikepdf.Pdf, out: pikepdf.Pdf, layout: Layout,
-                 geometry: SheetGeometry, pages: list[SourcePage]) -> None:
-        self.src, self.out, self.layout, self.geometry, self.pages = src, out, layout, geometry, pages
-        self.forms: dict[int, pikepdf.Object] = {}
-        self.marks: dict[str, pikepdf.Object] = {}
-        if layout.marks:
-            colour = registration(out)
-            for key, side in (("front", geometry.front), ("back", geometry.back)):
-                self.marks[key] = out.make_indirect(marks_form(
-                    out, side, layout.marks, layout.bleed, geometry.width, geometry.height,
-                    colour))
-
-    def write(self, sides: list[list[int | None]]) -> None:
-        duplex = two_sided(self.layout)
-        for number, side_plan in enumerate(sides):
-            key = "back" if duplex and number % 2 else "front"
-            side = self.geometry.back if key == "back" else self.geometry.front
-            self._sheet_side(side, side_plan, self.marks.get(key))
-
-    def _sheet_side(self, side: Side, side_plan: list[int | None],
-                    marks: pikepdf.Object | None) -> None:
-        xobjects = pikepdf.Dictionary()
-        ops = []
-        for cell, index in zip(side.cells, side_plan):
-            if index is None:
-                continue
-            name = f"/P{index + 1}"
-            xobjects[name] = self._form(index)
-            clip, m = placement(self.pages[index], cell)
-            ops.append(f"q {num(clip.x0)} {num(clip.y0)} {num(clip.width)} {num(clip.height)} "
-                       f"re W n {' '.join(num(v) for v in m)} cm {name} Do Q")
-        if marks is not None:
-            xobjects["/M"] = marks
-            ops.append("/M Do")
-        g = self.geometry
-        page = pikepdf.Dictionary(
-            Type=pikepdf.Name.Page, MediaBox=[0, 0, g.width, g.height],
-            TrimBox=side.trim_box.as_list(), BleedBox=side.bleed_box.as_list(),
-            Resources=pikepdf.Dictionary(XObject=xobjects),
-            Contents=self.out.make_stream("\n".join(ops).encode()))
-        self.out.pages.append(pikepdf.Page(page))
-
-    def _form(self, index: int) -> pikepdf.Object:
-        """Return the form XObject of source page *index*, copying it over once."""
-        form = self.forms.get(index)
-        if form is None:
-            form = self.forms[index] = self.out.copy_foreign(self._source_form(index))
-        return form
-
-    def _source_form(self, index: int) -> pikepdf.Object:
-        """Wrap a source page as a form XObject in the source PDF, reusing its raw content."""
-        page, media = self.src.pages[index].obj, self.pages[index].media
-        contents = page.get("/Contents")
-        form = pikepdf.Stream(self.src, b"")
-        try:
-            if isinstance(contents, pikepdf.Stream):
-                form.write(contents.read_raw_bytes(), filter=contents.get("/Filter"),
-                           decode_parms=contents.get("/DecodeParms"))
-            elif isinstance(contents, pikepdf.Array):
-                form.write(b"\n".join(s.read_bytes() for s in contents
-                                      if isinstance(s, pikepdf.Stream)))
-        except (pikepdf.PikepdfError, TypeError, ValueError) as exc:
-            raise InputPdfError(f"input page {index + 1} content is unreadable: {exc}") from None
-        form.Type, form.Subtype = pikepdf.Name.XObject, pikepdf.Name.Form
-        form.BBox = media.as_list()
-        resources = inherited(page, "/Resources")
-        form.Resources = resources if resources is not None else pikepdf.Dictionary()
-        if "/Group" in page:
-            form.Group = page.Group
-        return form

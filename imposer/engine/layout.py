@@ -9,7 +9,6 @@ pdfToolbox wrapper turns the same spec into a profile name and
 from __future__ import annotations
 
 import enum
-import string
 from typing import Any
 
 import attrs
@@ -42,8 +41,14 @@ PAGE_BOXES = {
     "CropBox": ("CropBox", "MediaBox"),
     "MediaBox": ("MediaBox",),
 }
-DUPLEX = ("none", "work_and_turn")
+DUPLEX = ("none", "work_and_turn", "work_and_tumble")
 MIXED_SIZES = ("refuse", "center")
+FITS = ("none", "shrink", "fit")
+ANNOTATIONS = ("flatten", "drop")
+#: The slug line when ``marks.slug`` is true; placeholders are SLUG_NAMES.
+DEFAULT_SLUG = "{job_id}  {tenant_id}  {layout}  sheet {sheet} of {sheets}  {side}"
+#: Placeholders a slug template may use (job_id and tenant_id come from the caller).
+SLUG_NAMES = ("job_id", "tenant_id", "layout", "sheet", "sheets", "side", "pages")
 
 
 @attrs.frozen(kw_only=True)
@@ -97,14 +102,35 @@ class Gutter:
 
 @attrs.frozen(kw_only=True)
 class Marks:
-    """Crop marks drawn around the imposed block, outside its bleed."""
+    """Printer's marks drawn around the imposed block, outside its bleed."""
 
-    #: Length of each mark line, points.
+    #: Length of each crop mark line, and the size of a colour patch or target, points.
     length: float
-    #: Gap between the bleed edge and the start of the mark, points.
+    #: Gap between the bleed edge and the crop marks, and between mark bands, points.
     offset: float
     #: Stroke width, points.
     line_width: float
+    #: Crop marks on every cut line, dashed fold marks on a booklet's fold.
+    crop: bool = True
+    #: Registration targets at the four corners, in the band beyond the crop marks.
+    registration: bool = False
+    #: A row of colour patches under the block, in the band beyond the crop marks.
+    colour_bar: bool = False
+    #: Slug line template printed above the block, or None for no slug.
+    slug: str | None = None
+
+    @property
+    def outer_band(self) -> bool:
+        """Say whether anything is drawn in the band beyond the crop marks."""
+        return self.registration or self.colour_bar or self.slug is not None
+
+
+@attrs.frozen(kw_only=True)
+class CellSize:
+    """A fixed trim size for every cell, instead of page 1's size."""
+
+    width: float
+    height: float
 
 
 @attrs.frozen(kw_only=True)
@@ -137,12 +163,23 @@ class Layout:
     #: Page box placed: a key of PAGE_BOXES.
     page_box: str = "TrimBox"
     marks: Marks | None = None
-    #: "none" or "work_and_turn" (backs mirrored left-right so they align).
+    #: "none", "work_and_turn" (backs mirrored left-right) or "work_and_tumble"
+    #: (backs mirrored top-bottom, pages turned 180 degrees).
     duplex: str = "none"
     #: Sheets per signature (perfect binding only).
     signature_sheets: int | None = None
     #: "refuse" pages that differ from page 1, or "center" them in page 1's cell.
     mixed_sizes: str = "refuse"
+    #: Trim size of every cell, or None for page 1's size.
+    cell: CellSize | None = None
+    #: "none" (scale 1), "shrink" (only pages larger than the cell) or "fit" (every page).
+    fit: str = "none"
+    #: Turn a page 90 degrees anticlockwise when its orientation differs from the cell's.
+    rotate_to_fit: bool = False
+    #: Paper thickness for creep compensation (booklets), points; 0 for none.
+    creep: float = 0.0
+    #: "flatten" annotations' print appearances into the page, or "drop" them.
+    annotations: str = "flatten"
     pdftoolbox: PdfToolbox = PdfToolbox()
 
     @property
@@ -152,6 +189,8 @@ class Layout:
     @property
     def pdftoolbox_variables(self) -> dict[str, str]:
         """Return the pdfToolbox variables with their ``{placeholders}`` filled in."""
+        from imposer.engine.templates import template_values
+
         values = template_values(self)
         return {k: v.format_map(values) for k, v in self.pdftoolbox.variables.items()}
 
@@ -178,54 +217,12 @@ class Layout:
             "duplex": self.duplex,
             "signature_sheets": self.signature_sheets,
             "mixed_sizes": self.mixed_sizes,
+            "cell": attrs.asdict(self.cell) if self.cell else None,
+            "fit": self.fit,
+            "rotate_to_fit": self.rotate_to_fit,
+            "creep": self.creep if self.kind.booklet else None,
+            "annotations": self.annotations,
         }
         if self.pdftoolbox != PdfToolbox():
             data["pdftoolbox"] = attrs.asdict(self.pdftoolbox)
         return {k: v for k, v in data.items() if v is not None}
-
-
-def template_values(layout: Layout) -> dict[str, str]:
-    """Return the values a pdfToolbox variable template may use, as strings."""
-    s, g, m = layout.sheet, layout.grid, layout.margins
-    values = {
-        "name": layout.name or "",
-        "kind": layout.kind.value,
-        "duplex": layout.duplex,
-        "page_box": layout.page_box,
-        "sheet": s.size or "custom",
-        "orientation": "landscape" if s.width > s.height else "portrait",
-        "sheet_width_mm": fmt(mm(s.width)),
-        "sheet_height_mm": fmt(mm(s.height)),
-        "sheet_width_pt": fmt(s.width),
-        "sheet_height_pt": fmt(s.height),
-        "bleed_mm": fmt(mm(layout.bleed)),
-        "bleed_pt": fmt(layout.bleed),
-        "gutter_x_mm": fmt(mm(layout.gutter.x)),
-        "gutter_y_mm": fmt(mm(layout.gutter.y)),
-        "margin_top_mm": fmt(mm(m.top)),
-        "margin_right_mm": fmt(mm(m.right)),
-        "margin_bottom_mm": fmt(mm(m.bottom)),
-        "margin_left_mm": fmt(mm(m.left)),
-        "marks": "true" if layout.marks else "false",
-        "signature_sheets": str(layout.signature_sheets or ""),
-    }
-    if g is not None:
-        values.update(cols=str(g.cols), rows=str(g.rows))
-    return values
-
-
-#: Every placeholder a template may name (cols and rows need a fixed grid).
-TEMPLATE_NAMES = frozenset(template_values(Layout(
-    kind=Kind.NUP, sheet=Sheet(width=1, height=1), grid=Grid(cols=1, rows=1))))
-
-
-def template_fields(template: str) -> list[str]:
-    """Return the placeholder names in *template*; raise ValueError if it is malformed."""
-    names = []
-    for _, field, spec, conversion in string.Formatter().parse(template):
-        if field is None:
-            continue
-        if spec or conversion or not field.isidentifier():
-            raise ValueError(f"placeholder {{{field}}} must be a bare name like {{bleed_mm}}")
-        names.append(field)
-    return names

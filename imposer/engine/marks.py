@@ -1,5 +1,7 @@
 """Crop and fold marks, drawn in registration colour around the imposed block.
 
+(:mod:`imposer.engine.printmarks` adds the outer band and builds the marks form.)
+
 Marks extend every cut line of the grid beyond the block's bleed (never
 between cells, where they would print over a neighbour's bleed): they start
 ``offset`` beyond the bleed edge and run ``length`` outwards. A booklet's fold
@@ -48,21 +50,3 @@ def fold_lines(side: Side, marks: Marks, bleed: float) -> list[tuple[float, floa
     return [seg for x in side.folds_x for seg in (
         (x, box.y1 + reach, x, box.y1 + reach + marks.length),
         (x, box.y0 - reach, x, box.y0 - reach - marks.length))]
-
-
-def marks_form(pdf: pikepdf.Pdf, side: Side, marks: Marks, bleed: float,
-               width: float, height: float, colour: pikepdf.Object) -> pikepdf.Stream:
-    """Return a form XObject with one side's marks, shared by every sheet."""
-    ops = [f"q {num(marks.line_width)} w 0 J /Reg CS 1 SCN"]
-    ops += [f"{num(a)} {num(b)} m {num(c)} {num(d)} l S"
-            for a, b, c, d in mark_lines(side, marks, bleed)]
-    folds = fold_lines(side, marks, bleed)
-    if folds:
-        ops.append("[3 2] 0 d")
-        ops += [f"{num(a)} {num(b)} m {num(c)} {num(d)} l S" for a, b, c, d in folds]
-    ops.append("Q")
-    form = pdf.make_stream("\n".join(ops).encode())
-    form.Type, form.Subtype = pikepdf.Name.XObject, pikepdf.Name.Form
-    form.BBox = [0, 0, width, height]
-    form.Resources = pikepdf.Dictionary(ColorSpace=pikepdf.Dictionary(Reg=colour))
-    return form

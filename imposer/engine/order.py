@@ -7,7 +7,7 @@ seen on that side, the 0-based source page index or None for a blank.
 
 from __future__ import annotations
 
-from imposer.engine.geometry import mirror_index
+from imposer.engine.geometry import behind
 from imposer.engine.layout import Grid, Kind, Layout
 
 Plan = list[list[int | None]]
@@ -16,6 +16,31 @@ Plan = list[list[int | None]]
 def two_sided(layout: Layout) -> bool:
     """Say whether every sheet has a back in the output."""
     return layout.kind.booklet or layout.duplex != "none"
+
+
+def side_count(layout: Layout, pages: int, grid: Grid) -> int:
+    """Return how many sheet sides ``plan`` will write, without building it."""
+    cells = grid.cols * grid.rows
+    if layout.kind.booklet:
+        return _pad(pages, 4) // 2
+    if layout.kind is Kind.STEP_REPEAT:
+        return _pad(pages, 2) if two_sided(layout) else pages
+    if two_sided(layout):
+        return 2 * -(-pages // (2 * cells))
+    return -(-pages // cells)
+
+
+def sheet_number(layout: Layout, side: int) -> int:
+    """Return the 0-based sheet a side of the plan belongs to."""
+    return side // 2 if two_sided(layout) else side
+
+
+def nesting(layout: Layout, side: int) -> int:
+    """Return how many sheets lie outside this side's sheet in its booklet or signature."""
+    sheet = side // 2
+    if layout.kind is Kind.PERFECT:
+        return sheet % (layout.signature_sheets or 1)
+    return sheet
 
 
 def plan(layout: Layout, pages: int, grid: Grid) -> Plan:
@@ -41,7 +66,7 @@ def plan(layout: Layout, pages: int, grid: Grid) -> Plan:
         for j in range(cells):
             page = start + 2 * j
             front[j] = page if page < pages else None
-            back[mirror_index(j, grid)] = page + 1 if page + 1 < pages else None
+            back[behind(j, grid, layout.duplex)] = page + 1 if page + 1 < pages else None
         sides += [front, back]
     return sides
 

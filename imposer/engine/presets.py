@@ -6,13 +6,14 @@ asked for, a name such as ``a5-booklet-a4`` works as well as a spec file.
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from imposer.engine.fields import MAX_TEXT, decode_json
 from imposer.engine.layout import Layout
 from imposer.engine.spec import parse_layout
+from imposer.engine.units import brief
 from imposer.errors import LayoutError
 
 
@@ -44,6 +45,8 @@ def load_layout(source: Any) -> Layout:
         return parse_layout(source)
     if isinstance(source, str) and "/" not in source and not source.endswith(".json"):
         return _load_preset(source)
+    if isinstance(source, str) and len(source) > 4096:
+        raise LayoutError("a layout file path is at most 4096 characters")
     if isinstance(source, (str, Path)):
         return _load_file(Path(source))
     raise LayoutError(f"a layout is a preset name, a file path or an object, "
@@ -53,23 +56,18 @@ def load_layout(source: Any) -> Layout:
 def _load_preset(name: str) -> Layout:
     names = preset_names()
     if name not in names:
-        raise LayoutError(f"unknown layout preset {name!r}; presets: {', '.join(names)}")
+        raise LayoutError(f"unknown layout preset {brief(name)}; presets: {', '.join(names)}")
     text = _preset_dir().joinpath(f"{name}.json").read_text(encoding="utf-8")
-    return parse_layout(_decode(text, f"preset {name}"), name=name)
+    return parse_layout(decode_json(text, f"preset {name}"), name=name)
 
 
 def _load_file(path: Path) -> Layout:
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as stream:  # bounded: a layout "file" may be /dev/zero
+            data = stream.read(MAX_TEXT + 1)
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise LayoutError(f"layout file {str(path)!r} not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: undecodable, or a NUL in the path
         raise LayoutError(f"layout file {str(path)!r} cannot be read: {exc}") from None
-    return parse_layout(_decode(text, str(path)))
-
-
-def _decode(text: str, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise LayoutError(f"layout {where} is not valid JSON: {exc}") from None
+    return parse_layout(decode_json(text, repr(str(path))))

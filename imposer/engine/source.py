@@ -7,6 +7,8 @@ bad upload fails its job permanently instead of crashing the worker.
 from __future__ import annotations
 
 import contextlib
+import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,11 +17,11 @@ import pikepdf
 
 from imposer.engine.geometry import Rect
 from imposer.engine.layout import PAGE_BOXES, Layout
-from imposer.engine.spec import show
+from imposer.engine.budget import Budget
+from imposer.engine.units import MAX_LENGTH
 from imposer.errors import InputPdfError
 
-#: Pages whose sizes differ by less than this (points) count as the same size.
-SIZE_TOLERANCE = 0.5
+_NO_MEDIABOX = re.compile(r"object (\d+) (\d+)\b.*MediaBox is undefined")
 
 
 @attrs.frozen(kw_only=True)
@@ -32,6 +34,9 @@ class SourcePage:
     box: Rect
     #: The MediaBox, in page space: the form's bounding box.
     media: Rect
+    #: What the page offers around its box: BleedBox (or CropBox, or MediaBox) within
+    #: the MediaBox, never less than the box; bleed drawn beyond it is clipped.
+    bleed: Rect
     #: /Rotate normalised to 0, 90, 180 or 270 (clockwise).
     rotate: int
 
@@ -46,9 +51,10 @@ class SourcePage:
 
 
 @contextlib.contextmanager
-def open_input(path: str | Path) -> Iterator[pikepdf.Pdf]:
-    """Open the input PDF, turning every way it can be unusable into InputPdfError."""
+def open_input(path: str | Path, budget: Budget) -> Iterator[pikepdf.Pdf]:
+    """Open the input PDF within *budget*, turning every way it is unusable into InputPdfError."""
     try:
+        budget.check_file(Path(path).stat().st_size)
         pdf = pikepdf.open(path)
     except pikepdf.PasswordError:
         raise InputPdfError("input PDF is encrypted and needs a password") from None
@@ -56,7 +62,7 @@ def open_input(path: str | Path) -> Iterator[pikepdf.Pdf]:
         raise InputPdfError(f"input PDF {str(path)!r} not found") from None
     except pikepdf.PikepdfError as exc:
         raise InputPdfError(f"input PDF is corrupt: {exc}") from None
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         raise InputPdfError(f"input PDF cannot be read: {exc}") from None
     with pdf:
         try:
@@ -64,8 +70,9 @@ def open_input(path: str | Path) -> Iterator[pikepdf.Pdf]:
                 raise InputPdfError("input PDF is encrypted and does not permit printing")
             if len(pdf.pages) == 0:
                 raise InputPdfError("input PDF has no pages")
+            budget.check_document(pdf)
             yield pdf
-        except pikepdf.PikepdfError as exc:
+        except (pikepdf.PikepdfError, RecursionError) as exc:
             raise InputPdfError(f"input PDF is corrupt: {exc}") from None
 
 
@@ -86,31 +93,30 @@ def _rect(value: pikepdf.Object, what: str) -> Rect:
         raise InputPdfError(f"{what} is not an array of four numbers")
     try:
         x0, y0, x1, y1 = (float(v) for v in value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputPdfError(f"{what} is not an array of four numbers") from None
+    if not all(math.isfinite(v) and abs(v) <= 1e6 for v in (x0, y0, x1, y1)):
+        raise InputPdfError(f"{what} has a coordinate beyond 1,000,000 pt")
     rect = Rect(x0=min(x0, x1), y0=min(y0, y1), x1=max(x0, x1), y1=max(y0, y1))
     if rect.width < 1 or rect.height < 1:
         raise InputPdfError(f"{what} is empty: {[x0, y0, x1, y1]}")
     return rect
 
 
-def read_page(pdf: pikepdf.Pdf, index: int, layout: Layout) -> SourcePage:
+def read_page(page: pikepdf.Dictionary, index: int, layout: Layout) -> SourcePage:
     """Measure one page; refuse what cannot be placed."""
     where = f"input page {index + 1}"
     try:
-        page = pdf.pages[index].obj
         media = inherited(page, "/MediaBox")
         if media is None:
             raise InputPdfError(f"{where} has no MediaBox")
         media_rect = _rect(media, f"{where} MediaBox")
-        for name in PAGE_BOXES[layout.page_box]:
-            value = inherited(page, "/" + name) if name in ("CropBox", "MediaBox") else (
-                page.get("/" + name))
-            if value is not None:
-                box = _rect(value, f"{where} {name}").intersect(media_rect)
-                if box.width < 1 or box.height < 1:
-                    raise InputPdfError(f"{where} {name} lies outside its MediaBox")
-                break
+        if max(media_rect.width, media_rect.height) > MAX_LENGTH:
+            raise InputPdfError(
+                f"{where} MediaBox is {media_rect.width:.0f} x {media_rect.height:.0f} pt; "
+                f"PDF allows at most {MAX_LENGTH:.0f} pt (200 in) a side")
+        box = _box(page, PAGE_BOXES[layout.page_box], media_rect, where)
+        bleed = _box(page, PAGE_BOXES["BleedBox"], media_rect, where).union(box)
         rotate = inherited(page, "/Rotate")
         rotate = int(rotate) if rotate is not None else 0
         if rotate % 90:
@@ -118,22 +124,35 @@ def read_page(pdf: pikepdf.Pdf, index: int, layout: Layout) -> SourcePage:
         unit = page.get("/UserUnit")
         if unit is not None and float(unit) != 1:
             raise InputPdfError(f"{where} uses /UserUnit {float(unit)}; not supported")
-    except (pikepdf.PikepdfError, TypeError, ValueError) as exc:
+    except (pikepdf.PikepdfError, TypeError, ValueError, OverflowError) as exc:
         raise InputPdfError(f"{where} is malformed: {exc}") from None
-    return SourcePage(index=index, box=box, media=media_rect, rotate=rotate % 360)
+    return SourcePage(index=index, box=box, media=media_rect, bleed=bleed.intersect(media_rect),
+                      rotate=rotate % 360)
+
+
+def _box(page: pikepdf.Dictionary, names: tuple[str, ...], media: Rect, where: str) -> Rect:
+    """Return the first of *names* the page has, within its MediaBox."""
+    for name in names:
+        value = inherited(page, "/" + name) if name in ("CropBox", "MediaBox") else (
+            page.get("/" + name))
+        if value is not None:
+            box = _rect(value, f"{where} {name}").intersect(media)
+            if box.width < 1 or box.height < 1:
+                raise InputPdfError(f"{where} {name} lies outside its MediaBox")
+            return box
+    return media
 
 
 def read_pages(pdf: pikepdf.Pdf, layout: Layout) -> list[SourcePage]:
-    """Measure every page and apply the layout's rule for mixed page sizes."""
-    pages = [read_page(pdf, i, layout) for i in range(len(pdf.pages))]
-    first = pages[0]
-    if layout.mixed_sizes == "refuse":
-        for page in pages[1:]:
-            if abs(page.width - first.width) > SIZE_TOLERANCE or \
-                    abs(page.height - first.height) > SIZE_TOLERANCE:
-                raise InputPdfError(
-                    f"input page {page.index + 1} is {show(page.width)} x {show(page.height)} "
-                    f"but page 1 is {show(first.width)} x {show(first.height)}; mixed page "
-                    f"sizes are refused (set \"mixed_sizes\": \"center\" to centre each page "
-                    f"in a cell of page 1's size)")
-    return pages
+    """Measure every page; refuse a page whose MediaBox qpdf had to make up."""
+    objs = [p.obj for p in pdf.pages]  # pdf.pages[i] walks the list: index it once
+    objgens = {obj.objgen: i for i, obj in enumerate(objs)}
+    for warning in pdf.get_warnings():
+        found = _NO_MEDIABOX.search(str(warning))
+        if found:
+            number = objgens.get((int(found.group(1)), int(found.group(2))))
+            which = f"input page {number + 1}" if number is not None else "an input page"
+            raise InputPdfError(
+                f"{which} has no valid MediaBox, so its size is unknown (the PDF standard requires "
+                "one; the engine will not guess US Letter)")
+    return [read_page(obj, i, layout) for i, obj in enumerate(objs)]
