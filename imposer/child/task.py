@@ -150,9 +150,9 @@ class TaskRunner:
         if self.settings.engine == "open":
             from imposer.engine import impose
 
-            summary = impose(layout, source, plate)
-            return {"sheets": summary.sheets,
-                    "warnings": tuple(getattr(summary, "warnings", ()))}
+            summary = impose(layout, source, plate,
+                             slug_fields={"job_id": req.job_id, "tenant_id": req.tenant_id})
+            return {"sheets": summary.sheets, "warnings": tuple(summary.warnings)}
         from imposer.engine.pdftoolbox import build_command, run_tool
 
         if not layout.pdftoolbox_profile:

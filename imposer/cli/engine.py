@@ -16,7 +16,7 @@ from imposer.cli.common import fail
 from imposer.engine.impose import impose
 from imposer.engine.presets import list_presets, load_layout
 from imposer.engine.units import fmt, mm
-from imposer.errors import ImposerError, InputPdfError, LayoutError
+from imposer.errors import ImposerError, InputPdfError, LayoutError, TooLarge
 from imposer.models.exits import Exit
 
 
@@ -50,7 +50,7 @@ def impose_command(layout: str, in_pdf: Path, out_pdf: Path) -> None:
     try:
         spec = load_layout(Path(layout) if Path(layout).is_file() else layout)
         summary = impose(spec, in_pdf, out_pdf)
-    except (LayoutError, InputPdfError) as exc:
+    except (LayoutError, InputPdfError, TooLarge) as exc:
         fail(str(exc), Exit.USAGE, kind=exc.kind)
     except (ImposerError, OSError) as exc:
         fail(f"cannot impose: {exc}", Exit.FAILED)
@@ -60,3 +60,5 @@ def impose_command(layout: str, in_pdf: Path, out_pdf: Path) -> None:
         f"({fmt(mm(w), 1)} x {fmt(mm(h), 1)} mm), {summary.pages_placed} pages placed "
         f"from {summary.input_pages} input pages, {summary.blank_cells} blank cells, "
         f"in {summary.seconds:.2f} s -> {out_pdf}")
+    for warning in summary.warnings:
+        click.echo(f"warning: {warning}", err=True)
