@@ -47,8 +47,12 @@ class PermanentJobError(JobError):
     kind = "permanent"
 
 
-class InvalidMessage(PermanentJobError):
-    """An SQS message body is not a valid job request."""
+class InvalidMessage(PermanentJobError, ValueError):
+    """An SQS message body is not a valid job request.
+
+    Also a ValueError, so the tenant-side client (which shares only the models
+    with the service) can refuse a bad request before publishing it.
+    """
 
     kind = "invalid_message"
 

@@ -46,6 +46,11 @@ def setup(level: str = "INFO", stream: Any = None) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+def quiet() -> None:
+    """Keep imposer's records off the terminal (warnings and errors still show)."""
+    logging.getLogger("imposer").setLevel(logging.WARNING)
+
+
 class guard:
     """Log a failure to handle one job and carry on.
 

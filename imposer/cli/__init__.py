@@ -13,10 +13,36 @@ AWS_ENDPOINT_URL points every command at `imposer local`.
 
 from __future__ import annotations
 
+import sys
+
 import click
 
+from imposer.models.exits import Exit
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+
+class ImposerGroup(click.Group):
+    """Click, with every user error in imposer's one style: one line, a clear exit code."""
+
+    def main(self, *args, **kwargs):  # type: ignore[override]
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx else "imposer"
+            click.echo(f"imposer: usage: {exc.format_message()} (see `{where} --help`)",
+                       err=True)
+            sys.exit(int(Exit.USAGE))
+        except click.ClickException as exc:
+            click.echo(f"imposer: error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("imposer: aborted", err=True)
+            sys.exit(int(Exit.FAILED))
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=ImposerGroup,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="imposer")
 def main() -> None:
     """imposer: fair multi-tenant PDF imposition over a licensed 8-slot pool.

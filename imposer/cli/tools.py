@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from imposer import logs
 from imposer.cli.common import fail, settings_options
 from imposer.models.exits import Exit
 from imposer.settings import Settings
@@ -20,11 +21,26 @@ from imposer.settings import Settings
 @click.option("--webhook", help="URL to POST the signed completion event to.")
 @click.option("--redis-url", envvar="IMPOSER_REDIS_URL",
               help="Redis for admission control [env IMPOSER_REDIS_URL]; none: no checks.")
+@click.option("--no-check", is_flag=True,
+              help="Skip imposing locally first (by default a layout or PDF the engine would "
+                   "refuse is refused here, before anything is uploaded).")
+@click.option("-v", "--verbose", is_flag=True, help="Log what the client does (JSON lines).")
 @settings_options("region", "queue_name", "bucket")
-def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url) -> None:
-    """Upload a PDF under the tenant's prefix and publish one job (layer 1 + layer 3)."""
+def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url, no_check,
+           verbose) -> None:
+    """Upload a PDF under the tenant's prefix and publish one job (layer 1 + layer 3).
+
+    The layout and PDF are first imposed locally with the open engine, so a
+    job the worker would fail as bad input fails here, with the same words
+    as `imposer impose`, and costs no upload.
+    """
     from imposer.client import AdmissionError, SubmitError
     from imposer.client import submit as client_submit
+
+    if not verbose:
+        logs.quiet()
+    if not no_check:
+        check_locally(layout, pdf)
 
     admission = None
     if redis_url:
@@ -47,6 +63,22 @@ def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url) -
         raise
     click.echo(f"submitted job {request.job_id} for {tenant} (token {request.token})")
     click.echo(f"plate will be written to {request.output}")
+
+
+def check_locally(layout: str, pdf: str) -> None:
+    """Impose into a throw-away file; exit 2 with the engine's reason if it refuses."""
+    import tempfile
+    from pathlib import Path
+
+    from imposer.engine import impose, load_layout
+    from imposer.errors import InputPdfError, LayoutError, TooLarge
+
+    try:
+        spec = load_layout(Path(layout) if Path(layout).is_file() else layout)
+        with tempfile.TemporaryDirectory(prefix="imposer-check-") as tmp:
+            impose(spec, pdf, Path(tmp) / "plate.pdf")
+    except (LayoutError, InputPdfError, TooLarge) as exc:
+        fail(str(exc), Exit.USAGE, kind=exc.kind)
 
 
 

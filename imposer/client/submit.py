@@ -71,6 +71,12 @@ def submit(tenant_id: str, pdf_path: str | Path, layout: Any, *, token: str | No
     inline, layout_bytes = _read_layout(layout)
     token = token or job_id
     prefix = job_prefix(tenant_id, job_id)
+    # The worker's own validation, before anything is admitted or uploaded:
+    checked(JobRequest(job_id=job_id, tenant_id=tenant_id, token=token,
+                       input=f"s3://{bucket}/{prefix}input.pdf",
+                       layout=inline if inline is not None else f"s3://{bucket}/{prefix}layout.json",
+                       output=f"s3://{bucket}/{prefix}plate.pdf", webhook=webhook,
+                       submitted_at=time.time()), bucket)
     extra = {"tenant_id": tenant_id, "job_id": job_id}
 
     if admission is not None:
@@ -81,11 +87,11 @@ def submit(tenant_id: str, pdf_path: str | Path, layout: Any, *, token: str | No
         layout_value: Any = inline
         if layout_bytes is not None:
             layout_value = aws.upload_bytes(layout_bytes, bucket, prefix + "layout.json")
-        request = JobRequest(
+        request = checked(JobRequest(
             job_id=job_id, tenant_id=tenant_id, token=token, input=input_uri,
             layout=layout_value, output=f"s3://{bucket}/{prefix}plate.pdf",
             webhook=webhook, submitted_at=time.time(),
-        )
+        ), bucket)
         aws.send(queue, request.to_body(), group_id=tenant_id)
     except BaseException as exc:
         if admission is not None:
@@ -94,6 +100,17 @@ def submit(tenant_id: str, pdf_path: str | Path, layout: Any, *, token: str | No
                        extra={"action": "submit_failed", **extra})
         raise
     logger.info("submitted job with token %r", token, extra={"action": "submitted", **extra})
+    return request
+
+
+def checked(request: JobRequest, bucket: str) -> JobRequest:
+    """Run the worker's validation on *request*; raise ValueError saying why it would refuse it.
+
+    The same code (``imposer.models.request``) decides on both sides, so a job
+    this accepts is never dead-lettered as an invalid message.
+    """
+    parsed = JobRequest.from_body(request.to_body())
+    parsed.check_prefix(bucket)
     return request
 
 

@@ -99,9 +99,9 @@ class TestOperatorViews:
 class TestSubmitCommand:
     def test_submit_then_jobs(self, settings, backends, tmp_path, redis_url):
         """`imposer submit` publishes with the tenant as group; a reused token exits 10."""
-        from imposer.dev.samples import numbered_pdf
+        from imposer.dev.samples import A5, numbered_pdf
 
-        pdf = numbered_pdf(tmp_path / "a.pdf", 2)
+        pdf = numbered_pdf(tmp_path / "a.pdf", 2, *A5)
         env = env_for(settings)
         env["IMPOSER_REDIS_URL"] = redis_url
         first = imposer(env, "submit", "--tenant", "acme", "--pdf", str(pdf), "--layout",
@@ -123,11 +123,11 @@ class TestSubmitCommand:
 
     def test_unreachable_redis_is_one_clear_line(self, settings, tmp_path):
         """With admission configured but Redis down, submit says so and exits 4, publishing nothing."""
-        from imposer.dev.samples import numbered_pdf
+        from imposer.dev.samples import A5, numbered_pdf
 
         env = env_for(settings)
         env["IMPOSER_REDIS_URL"] = "redis://127.0.0.1:9/0"
-        pdf = numbered_pdf(tmp_path / "a.pdf", 1)
+        pdf = numbered_pdf(tmp_path / "a.pdf", 1, *A5)
         got = imposer(env, "submit", "--tenant", "acme", "--pdf", str(pdf), "--layout",
                       "a5-4up-sra3")
         assert got.returncode == 4
