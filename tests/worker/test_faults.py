@@ -1,0 +1,177 @@
+"""Faults the worker must ride out with nothing duplicated or dropped (issue 12's cases).
+
+In-process tests drive one Supervisor by hand for the races (a result in the
+pipe at an overrun or a fast stop); subprocess tests kill and freeze real
+hosts and pool children.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import boto3
+import psutil
+import pytest
+
+from imposer.aws.s3 import EPOCH_META
+from imposer.clock import ManualClock
+from imposer.models import JobStatus, S3Uri
+from imposer.worker.pool import Pool
+from imposer.worker.supervisor import Supervisor
+from imposer.worker.wiring import connect
+from tests.fixtures.jobs import record_of
+from tests.fixtures.workers import FAKE, Worker, layout, submit_jobs, wait_for
+
+
+def tool_processes(job_id: str) -> list[psutil.Process]:
+    """The fake tool's processes (and helpers it spawned) working on *job_id*."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if any(job_id in part for part in (proc.info["cmdline"] or [])) \
+                and proc.status() != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found
+
+
+@pytest.fixture
+def by_hand(settings, tmp_path):
+    """A one-slot Supervisor on a hand-driven clock, its pool started, nothing else running."""
+    clock = ManualClock(start=time.time())
+    s = settings.evolve(slots=1, engine="pdftoolbox", pdftoolbox=str(FAKE),
+                        job_timeout_seconds=1.0, work_dir=str(tmp_path / "work"))
+    backends = connect(s, clock=clock)
+    supervisor = Supervisor(backends, Pool(1, s))
+    supervisor.pool.start()
+    yield supervisor, backends, clock
+    supervisor.pool.stop(timeout=0)
+
+
+def start_one(supervisor, settings, tmp_path, **variables) -> str:
+    job = submit_jobs(settings, tmp_path, "acme", 1, layout(**variables))[0]
+    wait_for(lambda: (supervisor.fill_free_slots(), len(supervisor.running))[1] == 1, 30,
+             "the job to start")
+    wait_for(lambda: supervisor.pool.has_result(0), 60, "the child's result in the pipe")
+    return job
+
+
+class TestResultsAreNeverThrownAway:
+    def test_overrun_check_collects_a_waiting_result(self, by_hand, settings, tmp_path):
+        """A job past its limit whose result already waits is settled, not killed and retried."""
+        supervisor, backends, clock = by_hand
+        job = start_one(supervisor, settings, tmp_path)
+        clock.advance(supervisor.overrun.limit + 1)
+        supervisor.check_overruns()
+        assert supervisor.pool.has_result(0), "the result was thrown away with a kill"
+        supervisor.collect_finished(wait=0)
+        supervisor.settle_finished()
+        record = record_of(backends, job)
+        assert (record.status, record.attempts, record.failures) == (JobStatus.SUCCEEDED, 1, 0)
+
+    def test_fast_stop_settles_a_finished_job(self, by_hand, settings, tmp_path):
+        """A second SIGTERM right after a job finished settles it instead of returning it."""
+        supervisor, backends, _ = by_hand
+        job = start_one(supervisor, settings, tmp_path)
+        supervisor.fast.set()
+        supervisor.shutdown()
+        assert record_of(backends, job).status == JobStatus.SUCCEEDED
+        depth = backends.queue.depth()
+        assert depth["visible"] + depth["in_flight"] == 0, "the message was returned to run again"
+
+
+@pytest.fixture
+def workers():
+    started: list[Worker] = []
+    yield started
+    for w in started:
+        w.close()
+
+
+@pytest.mark.slow
+class TestNoOrphans:
+    def test_a_killed_pool_child_takes_its_tools_with_it(self, settings, backends, tmp_path,
+                                                         workers):
+        """kill -9 of a pool child also ends its tool and the helper the tool detached."""
+        job = submit_jobs(settings, tmp_path, "acme", 1,
+                          layout(fake_sleep=120, fake_spawn=1))[0]
+        worker = Worker(settings, tmp_path, "orphans", "--slots", "1",
+                        env={"IMPOSER_MAX_ATTEMPTS": "1"})
+        workers.append(worker)
+        tools = wait_for(lambda: len(tool_processes(job)) >= 2 and tool_processes(job), 60,
+                         "the tool and its detached helper")
+        child = next(p.parent() for p in tools if p.parent() and
+                     "fake-pdftoolbox" not in " ".join(p.parent().cmdline()))
+        child.kill()
+        wait_for(lambda: not tool_processes(job), 30, "the tools of the killed child to end")
+        record = wait_for(lambda: (r := record_of(backends, job)) and r.status.final and r, 60,
+                          "the job's fate")
+        assert (record.status, record.error_kind) == (JobStatus.DEAD, "child_died")
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(60) == 0, worker.tail()
+
+    def test_restart_clears_what_an_earlier_run_left(self, settings, tmp_path, workers):
+        """A host that starts kills its earlier run's tools and removes its work dirs, only its."""
+        work = tmp_path / "work"
+        stale = work / "boot-host" / "oldboot" / "slot-0" / "job-x"
+        stale.mkdir(parents=True)
+        (stale / "input.pdf").write_bytes(b"%PDF-1.7")
+        sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+        mine = subprocess.Popen(sleeper, env={**os.environ,
+                                              "IMPOSER_TOOL_OWNER": "boot-host/oldboot/0"},
+                                start_new_session=True)
+        theirs = subprocess.Popen(sleeper, env={**os.environ,
+                                                "IMPOSER_TOOL_OWNER": "other-host/x/0"},
+                                  start_new_session=True)
+        try:
+            worker = Worker(settings, tmp_path, "boot-host", "--slots", "1", "--exit-when-idle",
+                            env={"IMPOSER_WORK_DIR": str(work)})
+            workers.append(worker)
+            assert worker.wait(60) == 0, worker.tail()
+            assert mine.wait(10) == -signal.SIGKILL
+            assert theirs.poll() is None, "another host's tool was killed"
+            assert not (work / "boot-host" / "oldboot").exists()
+            (cleared,) = worker.actions("leftovers_cleared")
+            assert (cleared["killed"], cleared["removed"]) == (1, 1)
+        finally:
+            for proc in (mine, theirs):
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.slow
+class TestOneCommitPerJob:
+    def test_a_frozen_hosts_attempt_never_becomes_the_plate(self, settings, backends, tmp_path,
+                                                             workers):
+        """Host A frozen past its lease TTL: B re-runs the job; A's late upload never surfaces."""
+        s3 = boto3.client("s3")
+        s3.put_bucket_versioning(Bucket=settings.bucket,
+                                 VersioningConfiguration={"Status": "Enabled"})
+        job = submit_jobs(settings, tmp_path, "acme", 1, layout(fake_sleep=2))[0]
+        a = Worker(settings, tmp_path, "host-a", "--slots", "1")
+        workers.append(a)
+        held = wait_for(lambda: [l for l in backends.leases.leases() if l.host == "host-a"],
+                        30, "host A to take the job")
+        os.killpg(a.proc.pid, signal.SIGSTOP)
+        try:
+            b = Worker(settings, tmp_path, "host-b", "--slots", "1")
+            workers.append(b)
+            record = wait_for(lambda: (r := record_of(backends, job)) and
+                              r.status == JobStatus.SUCCEEDED and r, 60, "host B to finish it")
+        finally:
+            os.killpg(a.proc.pid, signal.SIGCONT)
+        assert record.host == "host-b" and record.output_epoch != held[0].epoch
+        attempt_a = S3Uri.parse(f"s3://{settings.bucket}/attempts/acme/{job}/{held[0].epoch}.pdf")
+        wait_for(lambda: a.actions("lease_lost"), 60, "host A to find its lease gone")
+        output = S3Uri.parse(record.output)
+        versions = s3.list_object_versions(Bucket=output.bucket, Prefix=output.key)["Versions"]
+        epochs = {s3.head_object(Bucket=output.bucket, Key=output.key, VersionId=v["VersionId"])
+                  ["Metadata"].get(EPOCH_META) for v in versions}
+        assert epochs == {record.output_epoch}, "another attempt's plate became visible"
+        wait_for(lambda: "Contents" not in s3.list_objects_v2(
+            Bucket=attempt_a.bucket, Prefix=attempt_a.key), 30, "A's void attempt to be removed")
+        for w in (a, b):
+            w.signal(signal.SIGTERM)
+            w.signal(signal.SIGTERM)
