@@ -44,20 +44,32 @@ _TRANSIENT = {
 
 
 class CallCounter:
-    """Count AWS API calls by (service, operation), for benchmarks and the stop log."""
+    """Count AWS API calls by operation, and DynamoDB's by table, for the stop log and audits.
+
+    Keys are ``sqs.ReceiveMessage`` and, for DynamoDB, ``dynamodb.Query@<table>`` (an
+    index read counts against its table), so a test can tell a Scan of the jobs
+    table from one of the small leases table.
+    """
 
     def __init__(self) -> None:
         self.counts: collections.Counter = collections.Counter()
         self._lock = threading.Lock()
 
-    def __call__(self, model=None, **kwargs) -> None:
-        if model is not None:
-            with self._lock:
-                self.counts[f"{model.service_model.service_name}.{model.name}"] += 1
+    def __call__(self, params=None, model=None, **kwargs) -> None:
+        if model is None:
+            return
+        key = f"{model.service_model.service_name}.{model.name}"
+        table = (params or {}).get("TableName") if isinstance(params, dict) else None
+        with self._lock:
+            self.counts[f"{key}@{table}" if table else key] += 1
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self.counts)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
 
 
 #: Every call made by clients of this process.
@@ -74,7 +86,7 @@ def client(service: str, region: str, read_timeout: float = 30.0):
         max_pool_connections=20,
     )
     made = boto3.session.Session().client(service, config=config)
-    made.meta.events.register("before-call", CALLS)
+    made.meta.events.register("before-parameter-build", CALLS)
     return made
 
 

@@ -89,10 +89,17 @@ class Lease:
     #: Receipt handle of the SQS message, so a restart or a sweep can make it
     #: visible again at once instead of waiting for its visibility to run out.
     receipt: str | None = attrs.field(default=None, repr=False, eq=False)
+    #: The item's key as read (imposer 0.1 keyed leases by job id alone).
+    stored_key: str | None = attrs.field(default=None, repr=False, eq=False)
+
+    @property
+    def key(self) -> str:
+        return self.stored_key or lease_key(self.tenant_id, self.job_id)
 
     def to_item(self) -> dict[str, Any]:
         item = attrs.asdict(self)
-        item["pk"] = lease_key(self.tenant_id, self.job_id)
+        del item["stored_key"]
+        item["pk"] = self.key
         return _drop_none(item)
 
     @classmethod
@@ -107,6 +114,7 @@ class Lease:
             expires_at=item["expires_at"],
             borrowed=bool(item.get("borrowed", False)),
             receipt=item.get("receipt"),
+            stored_key=item.get("pk"),
         )
 
 

@@ -29,7 +29,6 @@ from imposer.models import (
     Lease,
     TenantCounter,
     counter_key,
-    lease_key,
 )
 from imposer.state.jobs import JobStore, free_to_start, mark_final, mark_open
 from imposer.state.tenants import TenantStore
@@ -161,7 +160,7 @@ class LeaseStore:
         """Extend *lease*; raise LeaseLost if it is no longer ours."""
         expires = self.clock.time() + self.ttl
         ok = self.dynamo.update(
-            self.table, {"pk": lease_key(lease.tenant_id, lease.job_id)}, "SET expires_at = :x",
+            self.table, {"pk": lease.key}, "SET expires_at = :x",
             values={":x": expires, ":e": lease.epoch}, condition="epoch = :e")
         if not ok:
             raise LeaseLost(f"lease of job {lease.job_id} was reclaimed (epoch {lease.epoch})")
@@ -185,7 +184,7 @@ class LeaseStore:
             job.add(failures=failures)
         job.values[":e"] = lease.epoch
         items = [
-            op("Delete", self.table, {"pk": lease_key(lease.tenant_id, lease.job_id)},
+            op("Delete", self.table, {"pk": lease.key},
                condition="epoch = :e", values={":e": lease.epoch}),
             self._decrement(lease),
             op("Update", self.jobs_table, JobStore.key(lease.tenant_id, lease.job_id),
@@ -237,7 +236,7 @@ class LeaseStore:
                .remove("lease_expires_at"))
         job.values[":e"] = lease.epoch
         items = [
-            op("Delete", self.table, {"pk": lease_key(lease.tenant_id, lease.job_id)},
+            op("Delete", self.table, {"pk": lease.key},
                condition=cond, values=values, names={"#h": "host"} if own_host else None),
             self._decrement(lease),
             op("Update", self.jobs_table, JobStore.key(lease.tenant_id, lease.job_id),
