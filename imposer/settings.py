@@ -188,6 +188,7 @@ class Settings:
         """Build settings: options that are not None win over the environment."""
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
         for field in attrs.fields(cls):
             meta = field.metadata
             raw = options.get(field.name)
@@ -196,6 +197,7 @@ class Settings:
                 raw, source = environ[meta["env"]], meta["env"]
             if raw is None:
                 continue
+            sources[field.name] = source
             try:
                 value = meta["kind"](raw)
             except (TypeError, ValueError):
@@ -207,28 +209,34 @@ class Settings:
         if unknown:
             raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
         settings = cls(**values)
-        settings.check()
+        settings.check(sources)
         return settings
 
-    def check(self) -> None:
+    def check(self, sources: Mapping[str, str] | None = None) -> None:
+        """Refuse combinations that cannot work, naming the option or variable that was given."""
+        def name(field: str) -> str:
+            given = (sources or {}).get(field)
+            return given or attrs.fields_dict(Settings)[field].metadata["env"]
+
         if self.engine not in ("pdftoolbox", "open"):
-            raise ConfigError(f"IMPOSER_ENGINE: {self.engine!r} is not pdftoolbox or open")
+            raise ConfigError(f"{name('engine')}: {self.engine!r} is not pdftoolbox or open")
         if not 0 <= self.poll_seconds <= 20:
-            raise ConfigError("IMPOSER_POLL_SECONDS must be between 0 and 20")
+            raise ConfigError(f"{name('poll_seconds')} must be between 0 and 20 (SQS's long "
+                              f"poll limit), got {self.poll_seconds}")
         if self.lease_ttl_seconds < TTL_HEARTBEATS * self.heartbeat_seconds:
             raise ConfigError(
-                f"IMPOSER_LEASE_TTL_SECONDS ({self.lease_ttl_seconds:g}) must be at least "
-                f"{TTL_HEARTBEATS} x IMPOSER_HEARTBEAT_SECONDS ({self.heartbeat_seconds:g}): a "
+                f"{name('lease_ttl_seconds')} ({self.lease_ttl_seconds:g}) must be at least "
+                f"{TTL_HEARTBEATS} x {name('heartbeat_seconds')} ({self.heartbeat_seconds:g}): a "
                 "lease must outlive two missed renewals and the slowest renewal")
         try:
             schedule = [float(x) for x in self.webhook_schedule.split(",") if x.strip()]
         except ValueError:
             schedule = [-1.0]
         if not schedule or min(schedule) < 0:
-            raise ConfigError("IMPOSER_WEBHOOK_SCHEDULE must be comma-separated seconds, "
+            raise ConfigError(f"{name('webhook_schedule')} must be comma-separated seconds, "
                               f"got {self.webhook_schedule!r}")
         if self.borrow and self.reserve_slots >= self.slots:
-            raise ConfigError("IMPOSER_RESERVE_SLOTS must be smaller than IMPOSER_SLOTS")
+            raise ConfigError(f"{name('reserve_slots')} must be smaller than {name('slots')}")
 
     def evolve(self, **changes: Any) -> "Settings":
         return attrs.evolve(self, **changes)

@@ -19,6 +19,7 @@ import botocore.exceptions
 
 from imposer.errors import (
     BackendError,
+    ConfigError,
     EndpointUnreachable,
     MissingResource,
     TransientBackendError,
@@ -85,7 +86,11 @@ def client(service: str, region: str, read_timeout: float = 30.0):
         read_timeout=read_timeout,
         max_pool_connections=20,
     )
-    made = boto3.session.Session().client(service, config=config)
+    try:
+        made = boto3.session.Session().client(service, config=config)
+    except ValueError as exc:  # botocore's word for a malformed AWS_ENDPOINT_URL
+        raise ConfigError(f"AWS_ENDPOINT_URL {endpoint()!r} is not a URL (want "
+                          f"http://host:port): {exc}") from None
     made.meta.events.register("before-parameter-build", CALLS)
     return made
 
@@ -108,14 +113,19 @@ def translated(what: str) -> Iterator[None]:
             f"cannot reach {endpoint()} for {what} (is `imposer local` running?)"
         ) from None
     except botocore.exceptions.NoCredentialsError:
-        raise BackendError(f"no AWS credentials for {what}") from None
+        raise ConfigError(f"no AWS credentials for {what} (set AWS_ACCESS_KEY_ID and "
+                          "AWS_SECRET_ACCESS_KEY, a profile, or an instance role)") from None
     except botocore.exceptions.ClientError as exc:
         code = error_code(exc)
         message = exc.response.get("Error", {}).get("Message", str(exc))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        if message.lstrip().startswith("<"):
+            message = (f"{endpoint()} answered HTTP {status} with a web page, not an AWS API "
+                       "reply (is AWS_ENDPOINT_URL right?)")
         if code in _MISSING:
             raise MissingResource(f"{what}: {message} (run `imposer init`)") from None
-        if code in _TRANSIENT:
+        if code in _TRANSIENT or status >= 500:
             raise TransientBackendError(f"{what}: {code}: {message}") from None
         raise BackendError(f"{what}: {code}: {message}") from None
-    except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectionClosedError) as exc:
+    except botocore.exceptions.HTTPClientError as exc:  # timeouts, dropped connections
         raise TransientBackendError(f"{what}: {exc}") from None

@@ -10,6 +10,7 @@ import resource
 import signal
 import sys
 
+from imposer import logs
 from imposer.settings import Settings
 
 
@@ -18,6 +19,7 @@ def child_main(conn, settings: Settings) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     # SIGTERM unwinds, so the tool wrapper's cleanup kills pdfToolbox's tree.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    logs.setup(settings.log_level)  # JSON lines, like the parent's: one log stream to grep
     if settings.engine == "open":
         ceiling(settings.memory_limit_mb)
     from imposer.child import task

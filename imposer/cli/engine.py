@@ -1,8 +1,9 @@
 """``imposer layouts`` and ``imposer impose``: the engine from the command line.
 
 Both run locally (no AWS), so anyone can try a layout on a PDF. A bad layout
-or PDF prints one line to stderr and exits 2; the lead's ``imposer`` group
-registers these commands.
+or PDF prints one line to stderr and exits 2. The engine (and pikepdf) is
+imported when a command runs, not when `imposer` starts: other commands never
+pay for it.
 """
 
 from __future__ import annotations
@@ -13,9 +14,6 @@ from pathlib import Path
 import click
 
 from imposer.cli.common import fail
-from imposer.engine.impose import impose
-from imposer.engine.presets import list_presets, load_layout
-from imposer.engine.units import fmt, mm
 from imposer.errors import ImposerError, InputPdfError, LayoutError, TooLarge
 from imposer.models.exits import Exit
 
@@ -24,6 +22,8 @@ from imposer.models.exits import Exit
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: each preset and its spec.")
 def layouts_command(as_json: bool) -> None:
     """List the built-in layout presets with their kind and sheet."""
+    from imposer.engine.presets import list_presets
+
     try:
         presets = list_presets()
     except LayoutError as exc:
@@ -47,6 +47,10 @@ def layouts_command(as_json: bool) -> None:
 @click.argument("out_pdf", type=click.Path(dir_okay=False, path_type=Path))
 def impose_command(layout: str, in_pdf: Path, out_pdf: Path) -> None:
     """Impose IN_PDF onto sheets by LAYOUT (a preset name or a JSON file) into OUT_PDF."""
+    from imposer.engine.impose import impose
+    from imposer.engine.presets import load_layout
+    from imposer.engine.units import fmt, mm
+
     try:
         spec = load_layout(Path(layout) if Path(layout).is_file() else layout)
         summary = impose(spec, in_pdf, out_pdf)

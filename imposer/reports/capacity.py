@@ -72,6 +72,8 @@ class Day:
     #: Jobs that acquired a slot that day (any hour), and those that waited too long.
     jobs: int
     slow_jobs: int
+    #: False for days before imposer recorded anything: they count neither way.
+    data: bool = True
 
     @property
     def slow_share(self) -> float | None:
@@ -183,6 +185,10 @@ def evaluate_hours(rows: Sequence[HostHour], *, now: float,
     seen = hosts_seen(r for r in rows if start - HOUR < r.hour < now)
     slots_total = sum(seen.values())
     days = daily_hours(rows, slots_total=slots_total, now=now, thresholds=thresholds)
+    first = min((r.hour for r in rows), default=None)
+    tz = ZoneInfo(thresholds.tz)
+    days = [d if first is not None and d.date >= datetime.datetime.fromtimestamp(first, tz).date()
+            else attrs.evolve(d, working=False, utilisation=None, data=False) for d in days]
     return judge(days, slots_total=slots_total, now=now, thresholds=thresholds)
 
 
@@ -228,7 +234,9 @@ def judge(days: Sequence[Day], *, slots_total: int, now: float,
     # "More than": a small tolerance keeps 57 of 100 above 0.57 despite float rounding.
     sustained = bool(working) and busy_days > t.day_share * len(working) + 1e-9
     waits_long = jobs > 0 and slow > t.slow_share * jobs + 1e-9
-    if sustained and waits_long:
+    if not working and not jobs:
+        text = "not enough data: no working day of the window has records yet"
+    elif sustained and waits_long:
         text = "at capacity"
     elif sustained or waits_long:
         text = "likely a transient burst: " + ("slot utilisation" if sustained else "queue wait")

@@ -100,6 +100,9 @@ def format_capacity(v: Verdict) -> list[str]:
     ]
     for d in v.days:
         util = "-" if d.utilisation is None else f"{d.utilisation:.0%}"
+        if not d.data:
+            lines.append(f"{d.date.isoformat():10} {d.date:%a}   no data yet")
+            continue
         slow = "-" if d.slow_share is None else f"{d.slow_share:.0%}"
         mark = " *" if d.utilisation is not None and d.utilisation > t.util else ""
         lines.append(f"{d.date.isoformat():10} {d.date:%a} {util:>6} {d.jobs:>6} {slow:>6}{mark}")

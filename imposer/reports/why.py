@@ -48,7 +48,7 @@ class Explanation:
 
 
 #: How many of the tenant's last finished jobs a prediction rests on.
-HISTORY = 200
+HISTORY = 50
 
 
 def predict(holders: list[Lease], ahead: int, history: list[float], now: float,

@@ -99,6 +99,8 @@ class Dispatcher:
         self.clock = clock
         self.started = 0
         self.received_at = 0.0
+        self._parked = 0
+        self.last_batch_parked = False
         self.memo = DeferredMemo(limit=4 * settings.slots)
         self._candidates: list[tuple[JobRequest, Received, int]] = []
         #: tenant -> (monotonic time until which it is known to be at cap, its cap)
@@ -108,6 +110,7 @@ class Dispatcher:
                    stopping: Callable[[], bool]) -> None:
         """Start what the free slots allow; defer, reject or return the rest."""
         self.received_at = self.clock.monotonic()
+        self._parked = 0
         for message in messages:
             if stopping() or not free:
                 self.messages.give_back(message)
@@ -116,6 +119,8 @@ class Dispatcher:
                 if self.handle(message, free[0]):
                     free.pop(0)
         self.lend_idle_slots(free, stopping)
+        #: True when every message of the batch belonged to a paused tenant (cap 0).
+        self.last_batch_parked = bool(messages) and self._parked == len(messages)
 
     def wake(self, tenant: str, free: list[int], stopping: Callable[[], bool]) -> None:
         """A job of *tenant* ended here: start its next deferred job in the freed slot.
@@ -241,6 +246,7 @@ class Dispatcher:
             self.launch(request, message, slot, acq.lease)
             return True
         if acq.verdict == Verdict.AT_CAP:
+            self._parked += acq.cap <= 0
             if self.settings.borrow and acq.cap > 0:
                 self._candidates.append((request, message, acq.cap))
             else:

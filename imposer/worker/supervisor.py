@@ -164,8 +164,7 @@ class Supervisor:
             except (MissingResource, ConfigError):
                 raise
             except BackendError as exc:
-                if "no AWS credentials" in str(exc) or self.clock.monotonic() > deadline \
-                        or self.fast.is_set():
+                if self.clock.monotonic() > deadline or self.fast.is_set():
                     raise
                 logger.warning("%s: %s; retrying in %.1fs", what, exc, delay,
                                extra=extra("aws_retry", what=what))
@@ -320,8 +319,8 @@ class Supervisor:
                            extra=extra("receive_error", failures=self._receive_failures))
             return
         self._receive_failures = 0
-        self._empty_poll = not messages
         self.dispatch.take_batch(messages, free, self.drain.is_set)
+        self._empty_poll = not messages or self.dispatch.last_batch_parked
 
     # -- the fixed stop order -----------------------------------------------------
     def shutdown(self) -> None:

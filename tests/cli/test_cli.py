@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -144,3 +146,69 @@ class TestSubmitCommand:
         text = imposer(env_for(settings), "jobs", "--tenant", "acme").stdout
         assert "bad pdf: truncated" in text
         assert "no open jobs" in imposer(env_for(settings), "jobs").stdout
+
+
+PIKEPDF = re.compile(r"\|\s+pikepdf(\.|$)", re.M)
+
+
+class TestStartUp:
+    def imported(self, *args: str) -> str:
+        env = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
+        return subprocess.run([sys.executable, "-X", "importtime", "-m", "imposer", *args],
+                              env=env, capture_output=True, text=True, timeout=60).stderr
+
+    def test_operator_commands_leave_the_engine_alone(self):
+        """`leases` and other operator commands never import pikepdf: they start fast."""
+        for args in (["leases", "--help"], ["leases"], ["jobs", "--help"], ["--help"]):
+            assert not PIKEPDF.search(self.imported(*args)), args
+
+    def test_engine_commands_do_import_it(self):
+        """The check above can fail: `layouts` imports pikepdf."""
+        assert PIKEPDF.search(self.imported("layouts"))
+
+    def test_version(self):
+        """`imposer --version` names the package version."""
+        got = subprocess.run([sys.executable, "-m", "imposer", "--version"], capture_output=True,
+                             text=True)
+        assert got.returncode == 0 and "0.1.0" in got.stdout
+
+
+class TestWrongEndpoint:
+    def test_an_endpoint_that_answers_html_is_one_line(self, settings):
+        """A web server where AWS should be is named as such, not dumped as HTML."""
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Html(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = b"<!doctype html><html><body><h1>Not Found</h1></body></html>"
+                self.send_response(404)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST
+
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Html)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            env = env_for(settings)
+            env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{server.server_port}"
+            got = imposer(env, "tenants", "list")
+        finally:
+            server.shutdown()
+        lines = got.stderr.strip().splitlines()
+        assert got.returncode == 4 and len(lines) == 1, got.stderr
+        assert "with a web page, not an AWS API reply" in lines[0] and "<html>" not in lines[0]
+
+    def test_a_malformed_endpoint_is_a_configuration_error(self, settings):
+        """AWS_ENDPOINT_URL without a scheme says what it wants, exit 3, no traceback."""
+        env = env_for(settings)
+        env["AWS_ENDPOINT_URL"] = "127.0.0.1:45123"
+        got = imposer(env, "tenants", "list")
+        assert got.returncode == 3 and "Traceback" not in got.stderr
+        assert "is not a URL (want http://host:port)" in got.stderr

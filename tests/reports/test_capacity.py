@@ -222,3 +222,25 @@ class TestRollupsAgree:
         assert [getattr(rolled, f) for f in figures] == [getattr(direct, f) for f in figures]
         assert [round(d.utilisation or 0, 6) for d in rolled.days] == \
             [round(d.utilisation or 0, 6) for d in direct.days]
+
+
+class TestNewStack:
+    def test_days_before_the_first_record_are_not_counted(self):
+        """A stack a week old judges that week only; earlier days say no data."""
+        from imposer.reports.capacity import evaluate_hours
+        from imposer.reports.history import from_records
+
+        recent = history({d: 7 for d in working_days() if d >= 21})
+        verdict = evaluate_hours(from_records(recent, slots_per_host=8, now=NOW), now=NOW)
+        assert verdict.working_days == 5 and verdict.busy_days == 5
+        assert [d.data for d in verdict.days[:21]] == [False] * 21
+        assert verdict.text == "likely a transient burst: slot utilisation"
+
+    def test_no_records_at_all_is_not_enough_data(self):
+        """An empty stack does not claim to be within capacity."""
+        from imposer.reports.capacity import evaluate_hours
+        from imposer.reports.formatting import format_capacity
+
+        verdict = evaluate_hours([], now=NOW)
+        assert verdict.text.startswith("not enough data")
+        assert any("no data yet" in line for line in format_capacity(verdict))

@@ -327,3 +327,17 @@ class TestOpenEngine:
         with pikepdf.open(plate) as out:
             assert len(out.pages) == 8  # 4 sheets, front and back
             assert [round(float(v), 2) for v in out.pages[0].MediaBox] == [0, 0, 841.89, 595.28]
+
+
+class TestIdleExit:
+    def test_paused_tenants_work_does_not_keep_the_worker_up(self, settings, backends, tmp_path,
+                                                             workers):
+        """--exit-when-idle ends once only a paused tenant's (cap 0) jobs are left."""
+        backends.tenants.put(TenantConfig(tenant_id="paused", cap=0))
+        parked = submit_jobs(settings, tmp_path, "paused", 1, layout())
+        ready = submit_jobs(settings, tmp_path, "acme", 2, layout())
+        worker = Worker(settings, tmp_path, "idle", "--slots", "2", "--exit-when-idle")
+        workers.append(worker)
+        assert worker.wait(60) == 0, worker.tail()
+        assert set(statuses(backends, ready).values()) == {"succeeded"}
+        assert statuses(backends, parked) == {parked[0]: "queued"}
