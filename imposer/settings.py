@@ -58,6 +58,11 @@ class Settings:
     defer_seconds: float = _setting(
         30.0, "IMPOSER_DEFER_SECONDS", float, "Visibility delay for a message at cap.", 0
     )
+    park_seconds: float = _setting(
+        300.0, "IMPOSER_PARK_SECONDS", float,
+        "How long a message at its tenant's cap stays parked if no slot of the tenant frees "
+        "(a freed slot takes the oldest parked job at once, on any host).", 0,
+    )
     sweep_seconds: float = _setting(
         60.0, "IMPOSER_SWEEP_SECONDS", float, "Interval of the expired-lease sweep.", 0.01
     )
@@ -70,7 +75,7 @@ class Settings:
     bucket: str = _setting("imposer-artwork", "IMPOSER_BUCKET", str, "Artwork and plate bucket.")
     table_prefix: str = _setting(
         "imposer", "IMPOSER_TABLE_PREFIX", str,
-        "Prefix of the -leases, -jobs, -tenants, -outbox and -rollups tables."
+        "Prefix of the -leases, -jobs, -tenants, -outbox, -rollups and -waiting tables."
     )
     engine: str = _setting("pdftoolbox", "IMPOSER_ENGINE", str, "pdftoolbox or open.")
     pdftoolbox: str = _setting(
@@ -182,6 +187,10 @@ class Settings:
     @property
     def rollups_table(self) -> str:
         return f"{self.table_prefix}-rollups"
+
+    @property
+    def waiting_table(self) -> str:
+        return f"{self.table_prefix}-waiting"
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, **options: Any) -> "Settings":

@@ -15,9 +15,9 @@ from pathlib import Path
 import attrs
 import pikepdf
 
+from imposer.engine.budget import Budget
 from imposer.engine.geometry import Rect
 from imposer.engine.layout import PAGE_BOXES, Layout
-from imposer.engine.budget import Budget
 from imposer.engine.units import MAX_LENGTH
 from imposer.errors import InputPdfError
 

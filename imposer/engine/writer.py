@@ -11,7 +11,7 @@ from __future__ import annotations
 import pikepdf
 
 from imposer.engine.budget import Budget, filter_names
-from imposer.engine.geometry import Side, SheetGeometry
+from imposer.engine.geometry import SheetGeometry, Side
 from imposer.engine.layout import DEFAULT_SLUG, Layout
 from imposer.engine.marks import num, registration
 from imposer.engine.order import nesting, sheet_number, two_sided

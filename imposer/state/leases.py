@@ -53,6 +53,8 @@ class Verdict(str, enum.Enum):
     DONE = "done"
     #: An expired lease of a lost worker still sits on the job: reclaim it first.
     STALE = "stale"
+    #: The parked note this acquire was to take was taken (or replaced) by someone else.
+    CLAIMED = "claimed"
 
 
 @attrs.frozen(kw_only=True)
@@ -85,12 +87,13 @@ class LeaseStore:
     # -- acquire ---------------------------------------------------------
     def acquire(self, request: JobRequest, host: str, slot: int,
                 sent_at: float | None = None, receipt: str | None = None,
-                borrow: bool = False) -> Acquisition:
+                borrow: bool = False, also: Sequence[dict[str, Any]] = ()) -> Acquisition:
         """Take a slot for *request* in one transaction, or say why not.
 
         With *borrow*, take it beyond the tenant's cap: allowed only while the
         tenant is at its cap, and counted in ``borrowed`` so that ``inflight``
-        stays an exact count of the capped, non-borrowed leases.
+        stays an exact count of the capped, non-borrowed leases. *also* are
+        items that must commit with it (taking a parked note).
         """
         tenant = request.tenant_id
         cap = self.tenants.cap_for(tenant)
@@ -129,6 +132,7 @@ class LeaseStore:
             op("Update", self.jobs_table, JobStore.key(tenant, request.job_id),
                update=job.expression, condition=job_cond, values=job.values, names=job.names,
                return_old=True),
+            *also,
         ]
         try:
             self.dynamo.transact(items, f"acquire lease for {request.key}")
@@ -137,12 +141,14 @@ class LeaseStore:
         return Acquisition(verdict=Verdict.ACQUIRED, cap=cap, lease=lease)
 
     def _why_not(self, exc: TransactionCancelled, cap: int, now: float) -> Acquisition:
-        if len(exc.reasons) != 3:
+        if len(exc.reasons) < 3:
             raise BackendError(f"unexpected cancellation: {exc}")
-        counter, lease, job = exc.reasons
+        counter, lease, job = exc.reasons[:3]
         if job.failed and job.item and job.item.get("status") in FINAL_STATUSES:
             return Acquisition(verdict=Verdict.DONE, cap=cap, status=job.item["status"],
                                output_epoch=job.item.get("output_epoch"))
+        if any(r.failed for r in exc.reasons[3:]):
+            return Acquisition(verdict=Verdict.CLAIMED, cap=cap)
         if lease.failed:
             holder = Lease.from_item(lease.item) if lease.item else None
             stale = holder is not None and holder.expires_at < now

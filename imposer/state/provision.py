@@ -18,7 +18,7 @@ from imposer.aws.s3 import Storage
 from imposer.aws.sqs import JobQueue
 from imposer.models import JobRecord
 from imposer.settings import Settings
-from imposer.state import jobs, leases, outbox, rollups, tenants
+from imposer.state import jobs, leases, outbox, rollups, tenants, waiting
 
 
 @attrs.frozen(kw_only=True)
@@ -35,7 +35,7 @@ def table_specs(settings: Settings) -> list[tables.TableSpec]:
     """Every table imposer uses, as its store declares it."""
     return [leases.table_spec(settings.leases_table), jobs.table_spec(settings.jobs_table),
             tenants.table_spec(settings.tenants_table), outbox.table_spec(settings.outbox_table),
-            rollups.table_spec(settings.rollups_table)]
+            rollups.table_spec(settings.rollups_table), waiting.table_spec(settings.waiting_table)]
 
 
 def provision(settings: Settings) -> list[Row]:

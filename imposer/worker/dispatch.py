@@ -1,20 +1,17 @@
-"""Turn received messages into running jobs: parse, lease, launch, defer or borrow.
+"""Turn received messages into running jobs: parse, lease, launch, park, defer or borrow.
 
-A message at its tenant's cap is deferred (ChangeMessageVisibility), never
-dropped. The dispatcher also remembers the messages it deferred, so that when
-one of that tenant's jobs ends here it can start the next one at once instead
-of leaving the freed slot idle until the deferral runs out.
+A message at its tenant's cap is parked (``handoff``), never dropped; when a
+job of that tenant ends here, its slot goes at once to the tenant's oldest
+parked job, whichever host parked it.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import logging
 from typing import Callable, Iterator
 
 from imposer.aws.s3 import Storage
-from imposer.aws.sqs import seconds
 from imposer.clock import Clock
 from imposer.errors import BackendError, InvalidMessage
 from imposer.logs import extra, guard
@@ -32,9 +29,11 @@ from imposer.models import (
 from imposer.settings import Settings
 from imposer.state.jobs import JobStore
 from imposer.state.leases import Acquisition, LeaseStore, Verdict
+from imposer.state.waiting import Parked
 from imposer.worker import sweep as sweeping
 from imposer.worker.borrowing import BorrowPolicy
 from imposer.worker.contention import ContentionMeter
+from imposer.worker.handoff import HandOff
 from imposer.worker.messages import Messages
 from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.pool import Pool
@@ -47,53 +46,17 @@ logger = logging.getLogger(__name__)
 POISON_RECEIVES = 3
 
 
-class DeferredMemo:
-    """Messages this parent deferred at cap, per tenant, while their receipt is ours."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._by_tenant: dict[str, collections.deque] = {}
-
-    def remember(self, request: JobRequest, message: Received, until: float) -> None:
-        queue = self._by_tenant.setdefault(request.tenant_id, collections.deque())
-        queue.append((until, request, message))
-        while len(queue) > self.limit:
-            queue.popleft()
-
-    def take(self, tenant: str, now: float) -> tuple[JobRequest, Received] | None:
-        """Return the earliest-submitted remembered job of *tenant* still safely deferred.
-
-        Taking the earliest submission, not the latest deferral, keeps a
-        tenant's own jobs close to the order it sent them in.
-        """
-        queue = self._by_tenant.get(tenant)
-        if not queue:
-            return None
-        live = [entry for entry in queue if entry[0] > now]
-        queue.clear()
-        if not live:
-            return None
-        live.sort(key=lambda e: (e[1].submitted_at or e[2].sent_at, e[2].sent_at))
-        queue.extend(live[1:])
-        return live[0][1], live[0][2]
-
-    def drain(self, now: float) -> list[tuple[JobRequest, Received]]:
-        """Forget everything; return the entries whose receipt is still ours."""
-        live = [(r, m) for q in self._by_tenant.values() for until, r, m in q if until > now]
-        self._by_tenant.clear()
-        return live
-
-
 class Dispatcher:
     """Everything between a received message and a job handed to the pool."""
 
     def __init__(self, settings: Settings, *, leases: LeaseStore, jobs: JobStore,
-                 storage: Storage, messages: Messages, metrics: Metrics, rollups: RollupRecorder,
-                 pool: Pool, running: RunningTable, contention: ContentionMeter,
-                 borrowing: BorrowPolicy, overrun: OverrunPolicy, clock: Clock) -> None:
+                 storage: Storage, messages: Messages, handoff: HandOff, metrics: Metrics,
+                 rollups: RollupRecorder, pool: Pool, running: RunningTable,
+                 contention: ContentionMeter, borrowing: BorrowPolicy, overrun: OverrunPolicy,
+                 clock: Clock) -> None:
         self.settings = settings
         self.leases, self.jobs, self.messages, self.metrics = leases, jobs, messages, metrics
-        self.storage, self.rollups = storage, rollups
+        self.storage, self.rollups, self.handoff = storage, rollups, handoff
         self.pool, self.running = pool, running
         self.contention, self.borrowing, self.overrun = contention, borrowing, overrun
         self.clock = clock
@@ -101,7 +64,6 @@ class Dispatcher:
         self.received_at = 0.0
         self._parked = 0
         self.last_batch_parked = False
-        self.memo = DeferredMemo(limit=4 * settings.slots)
         self._candidates: list[tuple[JobRequest, Received, int]] = []
         #: tenant -> (monotonic time until which it is known to be at cap, its cap)
         self._capped: dict[str, tuple[float, int]] = {}
@@ -123,34 +85,51 @@ class Dispatcher:
         self.last_batch_parked = bool(messages) and self._parked == len(messages)
 
     def wake(self, tenant: str, free: list[int], stopping: Callable[[], bool]) -> None:
-        """A job of *tenant* ended here: start its next deferred job in the freed slot.
+        """A job of *tenant* was settled here: give its slot to the tenant's oldest parked job.
 
         Only while another slot stays free, so a tenant waiting in the queue
-        still finds one on the next receive.
+        still finds one on the next receive (quiet tenants first).
         """
         self._capped.pop(tenant, None)
         while len(free) >= 2 and not stopping():
-            found = self.memo.take(tenant, self.clock.monotonic())
-            if found is None:
+            notes = self.handoff.notes(tenant)
+            if not notes or not self._take_one(notes, free):
                 return
-            request, message = found
-            if not self.messages.hold(message):
-                continue  # the deferral ran out and someone else may have it now
+
+    def _take_one(self, notes: list[Parked], free: list[int]) -> bool:
+        """Start the first of *notes* that is still parked; False when the tenant is at cap."""
+        for note in notes:
+            message = note.message
+            try:
+                request = self.parse(message)
+            except InvalidMessage:
+                self.handoff.waiting.drop(note)
+                continue
             self.received_at = self.clock.monotonic()
             with guard(request):
-                if self.start(request, message, free[0]):
-                    free.pop(0)
-                    continue
-            self.lend_idle_slots(free, stopping)
-            return
+                acq = self.leases.acquire(request, self.settings.host_id, free[0],
+                                          message.sent_at, message.receipt,
+                                          also=[self.handoff.waiting.claim_op(note)])
+                if acq.verdict == Verdict.ACQUIRED:
+                    if self.handoff.needs_hold(note):
+                        self.messages.hold(message)
+                    self.launch(request, message, free.pop(0), acq.lease)
+                    self.metrics.emit("handed_off", 1, tenant_id=request.tenant_id)
+                    return True
+                if acq.verdict == Verdict.AT_CAP:
+                    self._capped[request.tenant_id] = (
+                        self.clock.monotonic() + min(1.0, self.settings.defer_seconds), acq.cap)
+                    return False
+                if acq.verdict == Verdict.DONE:
+                    self.handoff.waiting.drop(note)
+                    self.finish_duplicate(request, message, acq)
+                elif acq.verdict in (Verdict.RUNNING, Verdict.STALE):
+                    self.handoff.waiting.drop(note)
+        return True
 
-    def give_back_deferred(self) -> int:
-        """On stop: make every remembered deferred message visible again at once."""
-        entries = self.memo.drain(self.clock.monotonic())
-        for request, message in entries:
-            with guard(request):
-                self.messages.give_back(message)
-        return len(entries)
+    def give_back_parked(self) -> int:
+        """On stop: make the messages this host parked visible again for the others."""
+        return self.handoff.give_back_mine()
 
     @contextlib.contextmanager
     def poison_guard(self, message: Received) -> Iterator[None]:
@@ -325,17 +304,19 @@ class Dispatcher:
         self.contention.deferred(request.tenant_id, request.job_id)
         self.rollups.deferred(request.tenant_id, self.clock.time())
         reason = f"at tenant cap: {request.tenant_id} holds all {cap} of its slots"
-        if self.defer(request, message, f"{reason}; {note}" if note else reason, cap=True):
-            until = self.clock.monotonic() + seconds(self.settings.defer_seconds) - 0.25
-            self.memo.remember(request, message, until)
+        if cap <= 0:  # paused: no slot of its will free, so nothing to wait for but an operator
+            reason = f"tenant {request.tenant_id} is paused (cap 0)"
+            self.messages.defer(request, message)
+        else:
+            self.handoff.park(request, message)
+        self.jobs.note_waiting(request, message.sent_at, f"{reason}; {note}" if note else reason,
+                               deferred=True)
+        logger.info("parked job %s: %s", request.job_id, reason,
+                    extra=extra("cap_defer", request.tenant_id, request.job_id))
 
-    def defer(self, request: JobRequest, message: Received, reason: str | None,
-              cap: bool = False) -> bool:
-        """Push the message back and note why; False when it was re-published instead."""
+    def defer(self, request: JobRequest, message: Received, reason: str | None) -> bool:
+        """Push the message back for a deferral and note why; False when re-published instead."""
         kept = self.messages.defer(request, message)
         if reason:
-            self.jobs.note_waiting(request, message.sent_at, reason, deferred=cap)
-            if cap:
-                logger.info("deferred job %s: %s", request.job_id, reason,
-                            extra=extra("cap_defer", request.tenant_id, request.job_id))
+            self.jobs.note_waiting(request, message.sent_at, reason)
         return kept

@@ -27,6 +27,7 @@ from imposer.worker.borrowing import BorrowPolicy
 from imposer.worker.completion import Completer, Settled
 from imposer.worker.contention import ContentionMeter
 from imposer.worker.dispatch import Dispatcher
+from imposer.worker.handoff import HandOff
 from imposer.worker.heartbeat import LeaseRenewer, MessageHolder
 from imposer.worker.messages import Messages
 from imposer.worker.outbox import OutboxSender, parse_schedule
@@ -76,9 +77,10 @@ class Supervisor:
                                       backends.tenants)
         self.contention = ContentionMeter(s.slots, 2 * s.defer_seconds + 5, self.clock,
                                           self.metrics, s.host_id)
+        self.handoff = HandOff(s, backends.waiting, self.messages, self.clock)
         self.dispatch = Dispatcher(
             s, leases=self.leases, jobs=backends.jobs, storage=storage, messages=self.messages,
-            metrics=self.metrics, rollups=self.rollups, pool=self.pool, running=self.running,
+            handoff=self.handoff, metrics=self.metrics, rollups=self.rollups, pool=self.pool, running=self.running,
             contention=self.contention, borrowing=self.borrowing, overrun=self.overrun,
             clock=self.clock)
         self.completer = Completer(
@@ -147,7 +149,7 @@ class Supervisor:
         self.queue.url()
         s = self.settings
         for table in (s.leases_table, s.jobs_table, s.tenants_table, s.outbox_table,
-                      s.rollups_table):
+                      s.rollups_table, s.waiting_table):
             if not self.leases.dynamo.table_exists(table):
                 raise MissingResource(f"table {table} does not exist (run `imposer init`)")
 
@@ -340,9 +342,9 @@ class Supervisor:
             thread.stop()
         for job in self.running.snapshot():
             self.hand_back(job)
-        returned = self.dispatch.give_back_deferred()
+        returned = self.dispatch.give_back_parked()
         self.rollups.flush()
-        logger.info("stopped (started %s job(s); %s deferred message(s) given back)",
+        logger.info("stopped (started %s job(s); %s parked message(s) given back)",
                     self.dispatch.started, returned,
                     extra=extra("stopped", started=self.dispatch.started,
                                 aws_calls=session.CALLS.snapshot()))

@@ -14,6 +14,7 @@ from imposer.state.leases import LeaseStore
 from imposer.state.outbox import OutboxStore
 from imposer.state.rollups import RollupStore
 from imposer.state.tenants import TenantStore
+from imposer.state.waiting import WaitingStore
 
 
 @attrs.frozen(kw_only=True)
@@ -27,6 +28,7 @@ class Backends:
     jobs: JobStore
     outbox: OutboxStore
     rollups: RollupStore
+    waiting: WaitingStore
     queue: JobQueue
     metrics: Metrics
     clock: Clock
@@ -47,6 +49,7 @@ def connect(settings: Settings, clock: Clock | None = None,
         jobs=jobs,
         outbox=OutboxStore(dynamo, settings.outbox_table, clock, settings.job_retention_days),
         rollups=RollupStore(dynamo, settings.rollups_table),
+        waiting=WaitingStore(dynamo, settings.waiting_table),
         queue=JobQueue(settings.region, settings.queue_name, settings.dlq_name,
                        settings.poll_seconds),
         metrics=metrics or Metrics(settings.metrics_namespace, clock),

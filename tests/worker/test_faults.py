@@ -166,7 +166,9 @@ class TestOneCommitPerJob:
         attempt_a = S3Uri.parse(f"s3://{settings.bucket}/attempts/acme/{job}/{held[0].epoch}.pdf")
         wait_for(lambda: a.actions("lease_lost"), 60, "host A to find its lease gone")
         output = S3Uri.parse(record.output)
-        versions = s3.list_object_versions(Bucket=output.bucket, Prefix=output.key)["Versions"]
+        versions = wait_for(lambda: s3.list_object_versions(
+            Bucket=output.bucket, Prefix=output.key).get("Versions"), 30,
+            "the plate to be promoted (after the release that made the job final)")
         epochs = {s3.head_object(Bucket=output.bucket, Key=output.key, VersionId=v["VersionId"])
                   ["Metadata"].get(EPOCH_META) for v in versions}
         assert epochs == {record.output_epoch}, "another attempt's plate became visible"

@@ -269,7 +269,7 @@ class TestRetention:
         wait_for(lambda: worker.actions("republished"), 60, "a re-publish")
         record = record_of(backends, job)
         assert record.status == JobStatus.QUEUED and record.defers >= 3
-        assert "at tenant cap" in record.wait_reason
+        assert "is paused (cap 0)" in record.wait_reason
         assert dlq_bodies(settings) == []
         backends.tenants.put(TenantConfig(tenant_id="paused", cap=1))
         wait_for(lambda: all_final(backends, [job]), 30, "the job to run once unpaused")

@@ -1,0 +1,97 @@
+"""Messages parked at their tenant's cap, by tenant and submission order, for any host.
+
+A message found at its tenant's cap is made invisible for a long while (the
+park window) and noted here with its receipt handle. Whichever host frees a
+slot of that tenant takes the oldest note and starts its job in the freed
+slot at once; the note is deleted inside the acquire transaction, so two
+hosts never start one note. A note whose message came back meanwhile (its
+receipt went stale) is simply replaced when the message is parked again,
+and notes nobody took expire by TTL: the message itself never leaves SQS.
+
+Items: ``tenant_id`` (hash) and ``order`` (range: zero-padded submission
+time and job id, so a Query returns the tenant's oldest first).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from imposer.aws.dynamodb import Dynamo, op
+from imposer.aws.tables import TableSpec
+from imposer.models import JobRequest, Received
+
+#: A note lives this much longer than its park window (then DynamoDB's TTL drops it).
+NOTE_SLACK = 3600
+
+
+def table_spec(name: str) -> TableSpec:
+    return TableSpec(name=name, hash_key="tenant_id", range_key="order",
+                     ttl_attribute="expires_at")
+
+
+def order_of(request: JobRequest, message: Received) -> str:
+    return f"{request.submitted_at or message.sent_at:017.5f}#{request.job_id}"
+
+
+@attrs.frozen(kw_only=True)
+class Parked:
+    """A note of one parked message: enough to start its job without receiving it again."""
+
+    tenant_id: str
+    order: str
+    job_id: str
+    body: str
+    receipt: str
+    message_id: str
+    sent_at: float
+    receive_count: int
+    group_id: str | None = None
+    #: Wall-clock time the message becomes visible again by itself.
+    visible_at: float = 0.0
+
+    @property
+    def message(self) -> Received:
+        return Received(message_id=self.message_id, receipt=self.receipt, body=self.body,
+                        group_id=self.group_id, sent_at=self.sent_at,
+                        receive_count=self.receive_count)
+
+    @classmethod
+    def of(cls, request: JobRequest, message: Received, visible_at: float) -> "Parked":
+        return cls(tenant_id=request.tenant_id, order=order_of(request, message),
+                   job_id=request.job_id, body=message.body, receipt=message.receipt,
+                   message_id=message.message_id, sent_at=message.sent_at,
+                   receive_count=message.receive_count, group_id=message.group_id,
+                   visible_at=visible_at)
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> "Parked":
+        names = {a.name for a in attrs.fields(cls)}
+        return cls(**{k: v for k, v in item.items() if k in names})
+
+
+class WaitingStore:
+    """Park, list and claim notes of parked messages."""
+
+    def __init__(self, dynamo: Dynamo, table: str) -> None:
+        self.dynamo = dynamo
+        self.table = table
+
+    def park(self, note: Parked) -> None:
+        item = {k: v for k, v in attrs.asdict(note).items() if v is not None}
+        item["expires_at"] = int(note.visible_at + NOTE_SLACK)
+        self.dynamo.put(self.table, item)
+
+    def oldest(self, tenant_id: str, limit: int = 3) -> list[Parked]:
+        items, _ = self.dynamo.query(self.table, "tenant_id = :t", {":t": tenant_id},
+                                     limit=limit, consistent=True)
+        return [Parked.from_item(i) for i in items]
+
+    def claim_op(self, note: Parked) -> dict[str, Any]:
+        """The transaction item that takes *note*: it must still be there, with this receipt."""
+        return op("Delete", self.table, {"tenant_id": note.tenant_id, "order": note.order},
+                  condition="receipt = :r", values={":r": note.receipt})
+
+    def drop(self, note: Parked) -> None:
+        self.dynamo.delete(self.table, {"tenant_id": note.tenant_id, "order": note.order})
