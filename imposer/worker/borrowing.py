@@ -17,6 +17,7 @@ import threading
 from imposer.state.jobs import JobStore
 from imposer.state.leases import LeaseStore
 from imposer.state.tenants import TenantStore
+from imposer.worker import policy
 
 logger = logging.getLogger(__name__)
 
@@ -38,9 +39,9 @@ class BorrowPolicy:
         if waiting:
             counters = self.leases.counters()
             caps = self.tenants.caps()
-            waiting = {t for t in waiting
-                       if (counters[t].inflight if t in counters else 0)
-                       < caps.get(t, self.tenants.default_cap)}
+            waiting = {t for t in waiting if policy.may_take_own_slot(
+                counters[t].inflight if t in counters else 0,
+                caps.get(t, self.tenants.default_cap))}
         with self._lock:
             self._blockers = frozenset(waiting)
         return self._blockers
@@ -51,11 +52,5 @@ class BorrowPolicy:
 
     def allows(self, tenant: str, free_slots: int) -> str | None:
         """Return None if *tenant* may borrow now, else the reason it may not."""
-        if not self.enabled:
-            return "borrowing is off"
-        if free_slots <= self.reserve:
-            return f"only {free_slots} slot(s) free; {self.reserve} kept in reserve"
-        others = self.blockers() - {tenant}
-        if others:
-            return f"tenants below their cap are waiting: {', '.join(sorted(others))}"
-        return None
+        return policy.why_not_borrow(self.enabled, free_slots, self.reserve, tenant,
+                                     self.blockers())

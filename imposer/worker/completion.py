@@ -35,6 +35,7 @@ from imposer.state.jobs import JobStore
 from imposer.state.leases import LeaseStore
 from imposer.state.outbox import Event, OutboxStore, event_id
 from imposer.webhooks.delivery import build_event, encode
+from imposer.worker import policy
 from imposer.worker.messages import Messages
 from imposer.worker.rollup import RollupRecorder
 from imposer.worker.running import Running, RunningTable
@@ -99,7 +100,7 @@ class Completer:
         elif fate == Fate.RETRY:
             record = self.jobs.get(job.request.tenant_id, job.request.job_id)
             failures = (record.failures if record else 0) + 1
-            status = JobStatus.DEAD if failures >= self.settings.max_attempts \
+            status = JobStatus.DEAD if policy.is_dead(failures, self.settings.max_attempts) \
                 else JobStatus.RETRYING
         else:
             status = JobStatus.RETRYING

@@ -30,6 +30,7 @@ from imposer.settings import Settings
 from imposer.state.jobs import JobStore
 from imposer.state.leases import Acquisition, LeaseStore, Verdict
 from imposer.state.waiting import Parked
+from imposer.worker import policy
 from imposer.worker import sweep as sweeping
 from imposer.worker.borrowing import BorrowPolicy
 from imposer.worker.contention import ContentionMeter
@@ -91,7 +92,7 @@ class Dispatcher:
         still finds one on the next receive (quiet tenants first).
         """
         self._capped.pop(tenant, None)
-        while len(free) >= 2 and not stopping():
+        while policy.may_hand_off(len(free)) and not stopping():
             notes = self.handoff.notes(tenant)
             if not notes or not self._take_one(notes, free):
                 return

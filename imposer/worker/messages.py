@@ -21,6 +21,7 @@ from imposer.clock import Clock
 from imposer.logs import extra
 from imposer.models import JobRequest, Received
 from imposer.settings import Settings
+from imposer.worker import policy
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class Messages:
     def retry_later(self, message: Received, failures: int) -> None:
         """Bring a failed job back after ``retry_seconds * 2^(failures-1)``."""
         self.queue.change_visibility(
-            message, self.settings.retry_seconds * 2 ** max(0, failures - 1))
+            message, policy.retry_delay(self.settings.retry_seconds, failures))
 
     def requeue(self, message: Received) -> None:
         """Bring back a job that failed for a reason not its own (licence) after a deferral."""

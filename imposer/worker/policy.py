@@ -1,0 +1,64 @@
+"""The dispatch policy's decisions, as pure functions: the worker and the simulator share them.
+
+Everything here is arithmetic on counts and times, with no AWS and no
+clock, so ``imposer simulate`` replays imposer's own rules in virtual time
+and cannot drift from what `imposer run` does. The worker's modules call
+these; the transactions that enforce them live in ``imposer.state.leases``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence, TypeVar
+
+T = TypeVar("T")
+
+
+def may_take_own_slot(inflight: int, cap: int) -> bool:
+    """The cap (layer 2): a tenant may start a job while it holds fewer than its cap.
+
+    A cap of 0 pauses the tenant. The acquire transaction's condition is this
+    rule, evaluated atomically in DynamoDB.
+    """
+    return cap > 0 and inflight < cap
+
+
+def why_not_borrow(enabled: bool, free_slots: int, reserve: int, tenant: str,
+                   blockers: Iterable[str]) -> str | None:
+    """Say why a tenant at its cap may not borrow an idle slot now, or None if it may.
+
+    Borrowed work never leaves fewer than *reserve* slots of a host free, and
+    nobody borrows while another tenant below its cap has work waiting.
+    """
+    if not enabled:
+        return "borrowing is off"
+    if free_slots <= reserve:
+        return f"only {free_slots} slot(s) free; {reserve} kept in reserve"
+    others = sorted(set(blockers) - {tenant})
+    if others:
+        return f"tenants below their cap are waiting: {', '.join(others)}"
+    return None
+
+
+def may_hand_off(free_slots: int) -> bool:
+    """A settled job's slot goes to its tenant's parked work only while another stays free.
+
+    The slot that stays free is for whatever the queue delivers next, so a
+    tenant waiting in the queue (a quiet one) is started before a capped
+    tenant's parked backlog takes every slot.
+    """
+    return free_slots >= 2
+
+
+def oldest_first(items: Sequence[T], submitted) -> list[T]:
+    """Order a tenant's waiting work by first submission: its own jobs keep their order."""
+    return sorted(items, key=submitted)
+
+
+def retry_delay(retry_seconds: float, failures: int) -> float:
+    """Backoff before a failed job runs again: ``retry_seconds * 2^(failures - 1)``."""
+    return retry_seconds * 2 ** max(0, failures - 1)
+
+
+def is_dead(failures: int, max_attempts: int) -> bool:
+    """A job whose counted failures reach the maximum is dead-lettered."""
+    return failures >= max_attempts
