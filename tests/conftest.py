@@ -1,10 +1,37 @@
-"""Shared fixtures: the local AWS stack, a real redis-server, real PDFs.
+"""Shared fixtures: the local AWS stack, a real redis-server, real PDFs; stress mode.
 
-Fixture modules live in ``tests/fixtures/`` and are plugged in here.
+Fixture modules live in ``tests/fixtures/``. With ``IMPOSER_TEST_STRESS=1`` the
+whole session runs beside one CPU burner per core, as on a busy CI machine:
+a test that passes alone but not then waits on the clock instead of on a
+condition.
 """
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
 
 pytest_plugins = [
     "tests.fixtures.aws",
     "tests.fixtures.pdfs",
     "tests.fixtures.redis_server",
 ]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stress():
+    """Keep every core busy for the session when IMPOSER_TEST_STRESS=1."""
+    if os.environ.get("IMPOSER_TEST_STRESS") != "1":
+        yield []
+        return
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+               for _ in range(os.cpu_count() or 2)]
+    try:
+        yield burners
+    finally:
+        for proc in burners:
+            proc.kill()
+            proc.wait()

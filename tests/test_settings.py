@@ -53,3 +53,32 @@ class TestSettings:
         s = Settings.load({"IMPOSER_TABLE_PREFIX": "prod"})
         assert (s.leases_table, s.jobs_table, s.tenants_table) == \
             ("prod-leases", "prod-jobs", "prod-tenants")
+
+
+def readme_table() -> str:
+    """README's settings table, rendered from the Settings fields (run this to regenerate it)."""
+    import textwrap
+
+    import attrs
+
+    lines = [".. list-table::", "   :header-rows: 1", "   :widths: 30 26 14 30", "",
+             "   * - Variable", "     - Option", "     - Default", "     - Meaning"]
+    for field in attrs.fields(Settings):
+        default = field.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            default = "host name"
+        default = f"``{default}``" if str(default) else "(empty)"
+        meaning = textwrap.wrap(field.metadata["help"], 88)
+        lines += [f"   * - ``{field.metadata['env']}``",
+                  f"     - ``--{field.name.replace('_', '-')}``", f"     - {default}",
+                  f"     - {meaning[0]}"] + [f"       {more}" for more in meaning[1:]]
+    return "\n".join(lines) + "\n"
+
+
+class TestReadme:
+    def test_settings_table_matches_the_code(self):
+        """README lists every setting with its variable, option, default and meaning."""
+        from pathlib import Path
+
+        readme = (Path(__file__).resolve().parents[1] / "README.rst").read_text()
+        assert readme_table() in readme, "regenerate with tests.test_settings.readme_table()"
