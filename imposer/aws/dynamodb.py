@@ -154,13 +154,14 @@ class Dynamo:
     def query(self, table: str, key: str, values: dict[str, Any],
               names: dict[str, str] | None = None, *, index: str | None = None,
               filter: str | None = None, limit: int | None = None, newest_first: bool = False,
-              start: dict[str, Any] | None = None,
-              consistent: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+              start: dict[str, Any] | None = None, consistent: bool = False,
+              ProjectionExpression: str | None = None,  # noqa: N803 (boto3's spelling)
+              ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """Return one page of items matching the key condition, and the key to go on from."""
         kwargs: dict[str, Any] = {
             "TableName": table, "ScanIndexForward": not newest_first,
             **_expressions(None, values, names, KeyConditionExpression=key,
-                           FilterExpression=filter)}
+                           FilterExpression=filter, ProjectionExpression=ProjectionExpression)}
         if index:
             kwargs["IndexName"] = index
         elif consistent:

@@ -6,9 +6,11 @@ task's storage adapter); the queue and the lease state belong to the parent.
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import signal
 import sys
+from typing import Iterator
 
 from imposer import logs
 from imposer.settings import Settings
@@ -20,8 +22,6 @@ def child_main(conn, settings: Settings) -> None:
     # SIGTERM unwinds, so the tool wrapper's cleanup kills pdfToolbox's tree.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     logs.setup(settings.log_level)  # JSON lines, like the parent's: one log stream to grep
-    if settings.engine == "open":
-        ceiling(settings.memory_limit_mb)
     from imposer.child import task
 
     runner = task.TaskRunner(settings)
@@ -37,15 +37,22 @@ def child_main(conn, settings: Settings) -> None:
             return
 
 
-def ceiling(megabytes: float) -> None:
-    """Cap this process's address space, so a bomb fails here with MemoryError.
+@contextlib.contextmanager
+def ceiling(megabytes: float) -> Iterator[None]:
+    """Cap this process's address space at *megabytes* while the block runs.
 
-    Only for the open engine, which imposes in this process; pdfToolbox runs in
-    its own process tree under the psutil RSS watchdog instead. The hard limit
-    stays as it was, so nothing this process starts inherits a lowered one.
+    Only around the open engine's imposition, which runs in this process (a
+    bomb fails there with MemoryError, which the engine reports as too_large);
+    downloads and uploads, whose threads need stacks, run without it, and
+    pdfToolbox's own process tree is watched by the psutil RSS watchdog
+    instead. The hard limit never changes, so the soft one comes back up.
     """
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     limit = int(megabytes * 1024 * 1024)
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))

@@ -148,10 +148,12 @@ class TaskRunner:
                 workdir: Path) -> dict[str, Any]:
         req = spec.request
         if self.settings.engine == "open":
+            from imposer.child.main import ceiling
             from imposer.engine import impose
 
-            summary = impose(layout, source, plate,
-                             slug_fields={"job_id": req.job_id, "tenant_id": req.tenant_id})
+            with ceiling(self.settings.memory_limit_mb):
+                summary = impose(layout, source, plate,
+                                 slug_fields={"job_id": req.job_id, "tenant_id": req.tenant_id})
             return {"sheets": summary.sheets, "warnings": tuple(summary.warnings)}
         from imposer.engine.pdftoolbox import build_command, run_tool
 

@@ -264,6 +264,7 @@ def run_capacity(settings: Settings, window_seconds: float | None,
     from imposer.reports.capacity import Thresholds, chart, evaluate_hours
     from imposer.reports.formatting import format_capacity
     from imposer.reports.history import HostHour
+    from imposer.state.rollups import CAPACITY_FIELDS
     from imposer.worker.wiring import connect
 
     thresholds = thresholds or Thresholds()
@@ -271,8 +272,8 @@ def run_capacity(settings: Settings, window_seconds: float | None,
         thresholds = attrs.evolve(thresholds, window_seconds=window_seconds)
     backends = connect(settings)
     now = backends.clock.time() if now is None else now
-    rows = [HostHour.from_item(i)
-            for i in backends.rollups.read(now - thresholds.window_seconds, now)]
+    rows = [HostHour.from_item(i) for i in backends.rollups.read(
+        now - thresholds.window_seconds, now, CAPACITY_FIELDS)]
     verdict = evaluate_hours(rows, now=now, thresholds=thresholds)
     if chart_path:
         chart(verdict, chart_path)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 import datetime
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from imposer.aws.dynamodb import Dynamo
 from imposer.aws.expressions import Update
@@ -21,6 +21,8 @@ from imposer.aws.tables import TableSpec
 #: Upper edges (seconds) of the wait histogram's buckets; the last bucket is open.
 #: 180 s, the licence rule's threshold, is an edge, so its count is exact.
 WAIT_EDGES = (1, 2, 5, 10, 20, 30, 60, 90, 120, 180, 300, 600, 900, 1800, 3600, 7200, 14400)
+#: What the licence rule reads of a rollup item.
+CAPACITY_FIELDS = ("slots", "busy", "started", *(f"w{i}" for i in range(len(WAIT_EDGES) + 1)))
 #: Counters a rollup item may hold per tenant (besides the wait buckets ``w<i>``).
 TENANT_FIELDS = ("started", "succeeded", "failed", "dead", "defers", "run_seconds")
 #: Rollups older than this are deleted by TTL (the licence window needs 28 days).
@@ -69,12 +71,24 @@ class RollupStore:
             self.dynamo.update(self.table, item_key(hour, host), up.expression, up.values,
                                up.names)
 
-    def read(self, start: float, end: float) -> Iterator[dict[str, Any]]:
-        """Yield every host-hour item whose hour overlaps [start, end)."""
+    def read(self, start: float, end: float,
+             fields: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
+        """Yield every host-hour item whose hour overlaps [start, end).
+
+        *fields* limits what is read to those attributes (the capacity report
+        needs no per-tenant counters), besides the hour and the host.
+        """
         day = datetime.datetime.fromtimestamp(start, datetime.timezone.utc).date()
         last = datetime.datetime.fromtimestamp(end, datetime.timezone.utc).date()
+        extra: dict[str, Any] = {}
+        if fields:
+            names = {f"#f{i}": name for i, name in enumerate(("hour", "host", *fields))}
+            extra = {"ProjectionExpression": ", ".join(names)}
+        else:
+            names = None
         while day <= last:
-            for item in self.dynamo.query_all(self.table, "pk = :p", {":p": f"day#{day}"}):
+            for item in self.dynamo.query_all(self.table, "pk = :p", {":p": f"day#{day}"},
+                                              names, **extra):
                 if start - 3600 < item.get("hour", 0) < end:
                     yield item
             day += datetime.timedelta(days=1)

@@ -42,17 +42,21 @@ class TestInit:
         import sys
 
         from imposer.settings import Settings
+        from imposer.state.provision import table_specs
         from tests.fixtures.aws import env_for
 
-        env = env_for(Settings.load({}, **names))
+        settings = Settings.load({}, **names)
+        env = env_for(settings)
+        # two queues, every table the stores declare, one bucket
+        resources = 2 + len(table_specs(settings)) + 1
         first = subprocess.run([sys.executable, "-m", "imposer", "init"], env=env,
                                capture_output=True, text=True)
         second = subprocess.run([sys.executable, "-m", "imposer", "init"], env=env,
                                 capture_output=True, text=True)
         assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
-        assert first.stdout.count("created") == 8
+        assert first.stdout.count("created") == resources
         assert "TTL on expires_at" in first.stdout
-        assert second.stdout.count("exists") == 8 and "created" not in second.stdout
+        assert second.stdout.count("exists") == resources and "created" not in second.stdout
         sqs = boto3.client("sqs")
         attrs_ = sqs.get_queue_attributes(
             QueueUrl=sqs.get_queue_url(QueueName=names["queue_name"])["QueueUrl"],
