@@ -10,6 +10,7 @@ the code. A change on one side alone fails here.
 from __future__ import annotations
 
 import ast
+import configparser
 import copy
 import json
 import re
@@ -29,6 +30,8 @@ from imposer.aws.tables import Index, TableSpec
 from imposer.settings import Settings
 from imposer.state.provision import provision, table_specs
 from tests.deploy.template import TEMPLATE, Stack, load
+
+DEPLOY = TEMPLATE.parent
 
 #: Metrics the template's own metric filters make from the log lines (no dimensions).
 FILTER_METRICS = {"fleet_slot_utilisation", "jobs_started", "slow_starts"}
@@ -285,3 +288,20 @@ class TestMetrics:
         assert ("cap_defer", frozenset({"tenant_id"})) in read
         assert ("lease_recovered", frozenset({"host", "tenant_id"})) in read
         assert ("fleet_slot_utilisation", frozenset()) in read
+
+
+class TestLogShipping:
+    def test_the_agent_ships_the_file_the_log_unit_writes_to_the_stacks_log_group(self):
+        """Journal -> imposer-logs.service -> file -> CloudWatch agent -> the metric filters' group."""
+        unit = configparser.ConfigParser(strict=False, interpolation=None)
+        unit.read(DEPLOY / "imposer-logs.service")
+        written = unit["Service"]["StandardOutput"].removeprefix("append:")
+        collected, = json.loads((DEPLOY / "cloudwatch-agent.json").read_text())[
+            "logs"]["logs_collected"]["files"]["collect_list"]
+        stack = Stack()
+        group = stack.properties("WorkerLogGroup")["LogGroupName"]
+        assert (collected["file_path"], collected["log_group_name"]) == (written, group)
+        assert (DEPLOY / "imposer-logs.logrotate").read_text().count(f"{written} {{") == 1
+        assert {f["LogGroupName"] for f in stack.of_type("AWS::Logs::MetricFilter").values()} \
+            == {group}
+        assert "--unit=imposer.service" in unit["Service"]["ExecStart"]
