@@ -1,0 +1,168 @@
+"""`imposer doctor`: the host preflight, on the local stack and on hosts set up wrong."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import socket
+from pathlib import Path
+
+import boto3
+import pytest
+from click.testing import CliRunner
+
+from imposer.cli import main
+from imposer.cli.doctor import clock_skew
+from tests.fixtures.aws import env_for
+from tests.fixtures.workers import FAKE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def doctor(settings, *args: str, **env: str):
+    """Run `imposer doctor --json` with *settings*' resources and the test lease TTL."""
+    full = env_for(settings)
+    full.update({"IMPOSER_ENGINE": "open", "IMPOSER_LEASE_TTL_SECONDS": "5",
+                 "IMPOSER_HEARTBEAT_SECONDS": "0.5"})
+    full.update(env)
+    outcome = CliRunner().invoke(main, ["doctor", "--json", *args], env=full,
+                                 catch_exceptions=False)
+    report = json.loads(outcome.output)
+    return outcome.exit_code, {c["name"]: (c["status"], c["detail"]) for c in report["checks"]}
+
+
+def failed(checks: dict) -> dict:
+    return {name: detail for name, (status, detail) in checks.items() if status == "fail"}
+
+
+def items(settings) -> dict[str, int]:
+    client = boto3.session.Session().client("dynamodb")
+    return {t: client.scan(TableName=t)["Count"] for t in (
+        settings.leases_table, settings.jobs_table, settings.tenants_table,
+        settings.outbox_table, settings.rollups_table)}
+
+
+class TestDoctor:
+    def test_a_provisioned_host_passes_every_check(self, settings):
+        """After `imposer init`, every check passes and the exit code is 0."""
+        code, checks = doctor(settings)
+        assert (code, failed(checks)) == (0, {})
+        assert {f"table {s}" for s in (settings.leases_table, settings.jobs_table,
+                                       settings.tenants_table, settings.outbox_table,
+                                       settings.rollups_table)} <= set(checks)
+        assert {"engine", "work dir", "endpoint", "credentials", "clock",
+                f"queue {settings.queue_name}", f"queue {settings.dlq_name}",
+                f"bucket {settings.bucket}", "permission: lease transaction"} <= set(checks)
+
+    def test_the_checklist_says_what_it_found(self, settings):
+        """The plain output has one line per check and ends with the verdict."""
+        env = env_for(settings)
+        env.update({"IMPOSER_ENGINE": "open", "IMPOSER_LEASE_TTL_SECONDS": "5",
+                    "IMPOSER_HEARTBEAT_SECONDS": "0.5"})
+        outcome = CliRunner().invoke(main, ["doctor"], env=env, catch_exceptions=False)
+        lines = outcome.output.splitlines()
+        assert outcome.exit_code == 0
+        assert any(line.split()[:3] == ["ok", "table", settings.jobs_table] and
+                   "by-tenant, open, by-job; TTL on expires_at" in line for line in lines)
+        assert lines[-1] == "all checks passed"
+
+    def test_probes_change_nothing(self, settings, backends):
+        """The permission probes leave every table and the queue as they were."""
+        from imposer.models import TenantConfig
+
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=2))
+        before, depth = items(settings), backends.queue.depth()
+        assert doctor(settings)[0] == 0
+        assert (items(settings), backends.queue.depth()) == (before, depth)
+
+    def test_a_table_without_its_ttl_fails(self, settings):
+        """TTL off on the jobs table is a failed check naming the attribute, and exit 3."""
+        boto3.session.Session().client("dynamodb").update_time_to_live(
+            TableName=settings.jobs_table,
+            TimeToLiveSpecification={"Enabled": False, "AttributeName": "expires_at"})
+        code, checks = doctor(settings)
+        assert code == 3
+        assert "TTL is not on expires_at" in failed(checks)[f"table {settings.jobs_table}"]
+        assert checks["permissions"][0] == "skip"
+
+    def test_a_missing_table_fails(self, settings):
+        """A deleted table is a failed check telling the operator to run init."""
+        boto3.session.Session().client("dynamodb").delete_table(TableName=settings.outbox_table)
+        code, checks = doctor(settings)
+        assert code == 3
+        assert "imposer init" in failed(checks)[f"table {settings.outbox_table}"]
+
+    def test_visibility_below_the_lease_ttl_fails(self, settings):
+        """A queue whose visibility is shorter than the lease TTL would hand a running job out twice."""
+        code, checks = doctor(settings, IMPOSER_LEASE_TTL_SECONDS="600")
+        assert code == 3
+        assert failed(checks) == {f"queue {settings.queue_name}":
+                                  "visibility 5 s is below the lease TTL (600 s)"}
+
+    def test_a_redrive_below_the_republish_count_fails(self, settings, backends):
+        """Redrive after fewer receives than the re-publish count would dead-letter waiting jobs."""
+        queue = backends.queue
+        dlq_arn = queue.client.get_queue_attributes(
+            QueueUrl=queue.url(settings.dlq_name),
+            AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        queue.client.set_queue_attributes(QueueUrl=queue.url(), Attributes={"RedrivePolicy": json.dumps(
+            {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "100"})})
+        code, checks = doctor(settings)
+        assert code == 3
+        assert "would dead-letter deferred jobs" in failed(checks)[f"queue {settings.queue_name}"]
+
+    def test_pdftoolbox_must_be_there(self, settings):
+        """The pdfToolbox engine needs its executable; the fake one passes, a missing one fails."""
+        code, checks = doctor(settings, IMPOSER_ENGINE="pdftoolbox",
+                              IMPOSER_PDFTOOLBOX="/nonexistent/pdfToolbox")
+        assert code == 3 and "not found or not executable" in failed(checks)["engine"]
+        code, checks = doctor(settings, IMPOSER_ENGINE="pdftoolbox", IMPOSER_PDFTOOLBOX=str(FAKE))
+        assert (code, checks["engine"]) == (0, ("ok", f"pdfToolbox at {FAKE}"))
+
+    def test_an_unreachable_endpoint_fails_and_skips_the_rest(self, settings):
+        """Without AWS, doctor says it cannot reach the endpoint and checks no resource."""
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        code, checks = doctor(settings, AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
+        assert code == 3
+        assert "cannot reach" in failed(checks)["endpoint"]
+        assert checks["aws resources"][0] == "skip"
+
+    def test_too_little_space_fails(self, settings):
+        """A work dir with less free space than asked for fails."""
+        code, checks = doctor(settings, "--min-free-mb", str(2**40))
+        assert code == 3 and "needs" in failed(checks)["work dir"]
+
+    def test_a_bucket_without_the_attempts_rule_is_only_a_warning(self, settings):
+        """`imposer init` makes no lifecycle rule: doctor warns, but the host may start."""
+        code, checks = doctor(settings)
+        assert code == 0 and checks[f"bucket {settings.bucket}"][0] == "warn"
+        boto3.session.Session().client("s3").put_bucket_lifecycle_configuration(
+            Bucket=settings.bucket, LifecycleConfiguration={"Rules": [{
+                "ID": "attempts", "Status": "Enabled", "Filter": {"Prefix": "attempts/"},
+                "Expiration": {"Days": 2}}]})
+        assert doctor(settings)[1][f"bucket {settings.bucket}"] == (
+            "ok", "attempts/ expire after 2 day(s)")
+
+
+class TestClockSkew:
+    @pytest.mark.parametrize(("sent", "received", "skew"), [
+        (1704067200.0, 1704067200.2, -0.4),
+        (1704067210.0, 1704067210.0, 9.5),
+        (1704067190.0, 1704067190.0, -10.5),
+    ])
+    def test_skew_is_measured_from_the_middle_of_the_round_trip(self, sent, received, skew):
+        """The Date header's whole second is taken at its middle; the host's time at the round trip's."""
+        measured = clock_skew("Mon, 01 Jan 2024 00:00:00 GMT", sent, received)
+        assert measured == pytest.approx(skew)
+
+
+class TestSystemdUnit:
+    def test_the_worker_unit_runs_doctor_before_the_worker(self):
+        """ExecStartPre runs doctor from the same install as ExecStart, with the same settings."""
+        unit = configparser.ConfigParser(strict=False, interpolation=None)
+        unit.read(ROOT / "systemd" / "imposer.service")
+        service = unit["Service"]
+        assert service["ExecStartPre"] == "/opt/imposer/.venv/bin/imposer doctor"
+        assert service["ExecStart"].split()[0] == service["ExecStartPre"].split()[0]

@@ -1,0 +1,409 @@
+"""Least privilege, proven on the local stack with IAM enforced.
+
+One scenario runs under users whose policies are exactly the template's
+statements: the tenants submit under TenantPolicyExample, the worker runs
+jobs (a cap deferral, a re-publish, a bad PDF, an invalid message, webhooks)
+and the operator commands under WorkerPolicy. The stack writes down every
+authorization verdict (tests/deploy/iam_stack.py), so the tests can say both
+"nothing the code did was denied" and "nothing granted went unused".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import attrs
+import boto3
+import botocore.exceptions
+import pytest
+from click.testing import CliRunner
+
+from imposer.aws import session
+from imposer.cli import main
+from imposer.client import submit
+from imposer.client.aws import Aws
+from imposer.client.errors import SubmitError
+from imposer.client.receiver import WebhookReceiver
+from imposer.dev.samples import numbered_pdf
+from imposer.settings import Settings
+from imposer.state.provision import provision
+from tests.deploy.conftest import ANYONE, ROOT, Identity, aws_as
+from tests.deploy.template import Stack
+from tests.fixtures.workers import layout, wait_for
+
+pytestmark = pytest.mark.slow
+
+TENANTS = ("tenant-a", "tenant-b")
+SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+#: Test-sized timings; a cap of 1 for tenant-a and a re-publish margin as long as the
+#: retention make a deferred message go through every queue path.
+TIMINGS = {"IMPOSER_HEARTBEAT_SECONDS": "0.5", "IMPOSER_LEASE_TTL_SECONDS": "5",
+           "IMPOSER_DEFER_SECONDS": "0.3", "IMPOSER_SWEEP_SECONDS": "0.5",
+           "IMPOSER_POLL_SECONDS": "1", "IMPOSER_RETRY_SECONDS": "0",
+           "IMPOSER_REPUBLISH_MARGIN_SECONDS": "1209600", "IMPOSER_ROLLUP_SECONDS": "0.5",
+           "IMPOSER_WEBHOOK_POLL_SECONDS": "0.2", "IMPOSER_HOST_ID": "iam-host",
+           "IMPOSER_ENGINE": "open", "IMPOSER_WEBHOOK_ALLOW_LOOPBACK": "1"}
+
+#: Grants of WorkerPolicy this scenario cannot reach, and why each is needed all the same.
+UNEXERCISED = {
+    ("s3:AbortMultipartUpload", "attempts/*"):
+        "boto3's transfer manager aborts a failed multipart upload of a plate over 8 MB",
+}
+
+#: IAM actions an API call needs, where they are not ``service:Operation``. A transaction
+#: needs one of its item actions per item; the IAM stack checks them item by item.
+OPERATION_ACTIONS = {
+    "dynamodb.TransactWriteItems": ("dynamodb:PutItem", "dynamodb:UpdateItem",
+                                    "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"),
+    "s3.HeadObject": ("s3:GetObject",),
+    "s3.HeadBucket": ("s3:ListBucket",),
+    "s3.CopyObject": ("s3:GetObject", "s3:PutObject"),
+    "s3.GetBucketLifecycleConfiguration": ("s3:GetLifecycleConfiguration",),
+    "s3.CreateMultipartUpload": ("s3:PutObject",),
+    "s3.UploadPart": ("s3:PutObject",),
+    "s3.CompleteMultipartUpload": ("s3:PutObject",),
+    "sts.GetCallerIdentity": (),  # needs no permission
+}
+
+
+def iam_actions(operation: str) -> tuple[str, ...]:
+    service, name = operation.split(".", 1)
+    return OPERATION_ACTIONS.get(operation, (f"{service}:{name}",))
+
+
+def matches(pattern: str, value: str) -> bool:
+    """IAM's wildcard match of an Action or Resource element."""
+    return re.fullmatch(".*".join(map(re.escape, pattern.split("*"))), value) is not None
+
+
+def granted(statements: list[dict], action: str, resource: str = "*") -> bool:
+    for st in statements:
+        actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+        resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+        if st["Effect"] == "Allow" and any(matches(a, action) for a in actions) and (
+                resource == "*" or any(matches(r, resource) for r in resources)):
+            return True
+    return False
+
+
+def tenant_statements(deployed: Stack, tenant: str) -> list[dict]:
+    """TenantPolicyExample for one tenant: moto cannot evaluate policy variables, so fill it."""
+    text = json.dumps(deployed.statements("TenantPolicyExample"))
+    return json.loads(text.replace("${aws:PrincipalTag/imposer-tenant}", tenant))
+
+
+def create_user(iam, name: str, statements: list[dict], tenant: str | None = None) -> Identity:
+    tags = [{"Key": "imposer-tenant", "Value": tenant}] if tenant else []
+    arn = iam.create_user(UserName=name, Tags=tags)["User"]["Arn"]
+    iam.put_user_policy(UserName=name, PolicyName="imposer", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": statements}))
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    return Identity(arn=arn, key=key["AccessKeyId"], secret=key["SecretAccessKey"])
+
+
+@attrs.define
+class Scenario:
+    """What happened when the worker and the tenants worked under the template's policies."""
+
+    deployed: Stack
+    settings: Settings
+    worker: Identity
+    tenants: dict[str, Identity]
+    #: Holds WorkerPolicy too; only the tests' deliberate out-of-policy calls use it.
+    prober: Identity
+    jobs: dict[str, str] = attrs.Factory(dict)
+    commands: dict[str, object] = attrs.Factory(dict)
+    worker_exit: int | None = None
+    worker_log: list[dict] = attrs.Factory(list)
+    in_process_calls: dict[str, int] = attrs.Factory(dict)
+    webhooks: list[dict] = attrs.Factory(list)
+    tenant_tries: dict[str, str] = attrs.Factory(dict)
+
+
+#: How a denial reads: moto answers JSON-protocol services in XML, which botocore sees as 403.
+DENIED = {"403", "AccessDenied", "AccessDeniedException"}
+
+
+def client_error(call) -> str:
+    """Run *call*; return "ok", "AccessDenied", or the AWS error code it failed with."""
+    try:
+        call()
+    except botocore.exceptions.ClientError as exc:
+        code = exc.response["Error"]["Code"]
+        return "AccessDenied" if code in DENIED else code
+    except SubmitError as exc:
+        return "AccessDenied" if "AccessDenied" in str(exc) else str(exc)
+    return "ok"
+
+
+@pytest.fixture(scope="module")
+def scenario(iam_stack, tmp_path_factory) -> Scenario:
+    """Provision, create the users from the template, enforce IAM, then work as each of them."""
+    tmp = tmp_path_factory.mktemp("scenario")
+    tag = uuid.uuid4().hex[:8]
+    deployed = Stack({"QueueName": f"q-{tag}", "DlqName": f"q-{tag}-dlq",
+                      "TablePrefix": f"t-{tag}", "BucketName": f"b-{tag}", "Slots": 2,
+                      "DefaultCap": 2})
+    env = dict(line.split("=", 1) for line in deployed.output("EnvFile").splitlines())
+    env.update(TIMINGS)
+    settings = Settings.load(env)
+    with aws_as(iam_stack.url, ANYONE):
+        provision(settings)
+        iam = boto3.session.Session().client("iam")
+        result = Scenario(
+            deployed=deployed, settings=settings,
+            worker=create_user(iam, "imposer-worker", deployed.statements("WorkerPolicy")),
+            tenants={t: create_user(iam, t, tenant_statements(deployed, t), t) for t in TENANTS},
+            prober=create_user(iam, "imposer-prober", deployed.statements("WorkerPolicy")))
+    iam_stack.enforce()
+    runner = CliRunner()
+
+    def imposer(name: str, *args: str):
+        outcome = runner.invoke(main, list(args), env=env, catch_exceptions=False)
+        result.commands[name] = outcome
+        return outcome
+
+    receiver = WebhookReceiver({"tenant-a": SECRET}).start()
+    try:
+        with aws_as(iam_stack.url, result.worker):
+            before = session.CALLS.snapshot()
+            imposer("doctor", "doctor")
+            imposer("tenants set", "tenants", "set", "tenant-a", "--cap", "1",
+                    "--webhook-secret", SECRET, "--webhook-host", "127.0.0.1")
+        submit_jobs(result, iam_stack.url, tmp, receiver)
+        result.worker_exit = run_worker({**_base_env(), **env,
+                                         **result.worker.env(iam_stack.url)}, tmp / "worker.log")
+        result.worker_log = [json.loads(line) for line in (tmp / "worker.log").read_text()
+                             .splitlines() if line.startswith("{")]
+        wait_for(lambda: len(receiver.events) >= 2, 20, "both webhooks")
+        result.webhooks = list(receiver.events)
+        with aws_as(iam_stack.url, result.worker):
+            operate(result, imposer, tmp)
+            after = session.CALLS.snapshot()
+        result.in_process_calls = {k: v - before.get(k, 0) for k, v in after.items()
+                                   if v > before.get(k, 0)}
+        with aws_as(iam_stack.url, result.tenants["tenant-a"]):
+            s3 = boto3.session.Session().client("s3")
+            own = f"tenants/tenant-a/jobs/{result.jobs['webhook-1']}/plate.pdf"
+            result.tenant_tries["get own plate"] = client_error(
+                lambda: s3.get_object(Bucket=settings.bucket, Key=own))
+    finally:
+        receiver.stop()
+    return result
+
+
+def run_worker(env: dict[str, str], log_path: Path) -> int:
+    """Run `imposer run --exit-when-idle` to its end; kill its process group if it hangs."""
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "imposer", "run", "--exit-when-idle"],
+                                env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            return proc.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+            raise AssertionError("the worker did not finish in 180 s") from None
+
+
+def _base_env() -> dict[str, str]:
+    """This process's environment without any AWS identity or imposer setting."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "IMPOSER_"))}
+
+
+def submit_jobs(result: Scenario, url: str, tmp: Path, receiver: WebhookReceiver) -> None:
+    """Each tenant submits under its own policy; tenant-a also tries the other's prefix."""
+    s = result.settings
+    pdf = numbered_pdf(tmp / "art.pdf", 2)
+    bad = tmp / "bad.pdf"
+    bad.write_bytes(b"%PDF-1.7 not really")
+    layout_file = tmp / "layout.json"
+    layout_file.write_text(json.dumps(layout()))
+    common = {"bucket": s.bucket, "queue": s.queue_name}
+    with aws_as(url, result.tenants["tenant-b"]):
+        result.jobs["b-1"] = submit("tenant-b", pdf, layout(), aws=Aws(), **common).job_id
+    with aws_as(url, result.tenants["tenant-a"]):
+        aws = Aws()
+        for name in ("webhook-1", "webhook-2"):
+            result.jobs[name] = submit("tenant-a", pdf, layout(), aws=aws, **common,
+                                       webhook=receiver.url("tenant-a")).job_id
+        result.jobs["layout-file"] = submit("tenant-a", pdf, layout_file, aws=aws,
+                                            **common).job_id
+        result.jobs["bad-pdf"] = submit("tenant-a", bad, layout(), aws=aws, **common).job_id
+        s3 = boto3.session.Session().client("s3")
+        other = f"tenants/tenant-b/jobs/{result.jobs['b-1']}/input.pdf"
+        result.tenant_tries["put into tenant-b"] = client_error(lambda: s3.put_object(
+            Bucket=s.bucket, Key="tenants/tenant-b/jobs/x/input.pdf", Body=b"%PDF"))
+        result.tenant_tries["get from tenant-b"] = client_error(
+            lambda: s3.get_object(Bucket=s.bucket, Key=other))
+        result.tenant_tries["submit as tenant-b"] = client_error(
+            lambda: submit("tenant-b", pdf, layout(), aws=aws, **common))
+        # A message naming tenant-b's artwork: the worker must refuse it unread.
+        invalid = str(uuid.uuid4().hex)
+        aws.send(s.queue_name, json.dumps({
+            "version": 1, "job_id": invalid, "tenant_id": "tenant-a",
+            "input": f"s3://{s.bucket}/{other}", "layout": layout(),
+            "output": f"s3://{s.bucket}/tenants/tenant-a/jobs/{invalid}/plate.pdf"}),
+            group_id="tenant-a")
+        result.jobs["invalid"] = invalid
+
+
+def operate(result: Scenario, imposer, tmp: Path) -> None:
+    """Every operator command a host runs, under the worker's policy."""
+    imposer("sweep", "sweep", "--once")
+    imposer("leases", "leases", "--json")
+    imposer("jobs", "jobs")
+    listed = imposer("jobs --tenant", "jobs", "--tenant", "tenant-a", "--json")
+    imposer("jobs --tenant tenant-b", "jobs", "--tenant", "tenant-b", "--json")
+    imposer("jobs --export", "jobs", "--export")
+    imposer("why", "why", result.jobs["webhook-1"])
+    imposer("stats", "stats")
+    imposer("capacity", "capacity")
+    imposer("tenants list", "tenants", "list")
+    imposer("webhooks list", "webhooks", "list")
+    event = next(r["webhook_event"] for r in json.loads(listed.output)
+                 if r["job_id"] == result.jobs["webhook-1"])
+    imposer("webhooks redeliver", "webhooks", "redeliver", event)
+    imposer("fetch", "fetch", result.jobs["webhook-1"], "-o", str(tmp / "plate.pdf"))
+    imposer("doctor --json", "doctor", "--json")
+
+
+def status_of(result: Scenario, name: str) -> str:
+    rows = [r for key in ("jobs --tenant", "jobs --tenant tenant-b")
+            for r in json.loads(result.commands[key].output)]
+    return next(r["status"] for r in rows if r["job_id"] == result.jobs[name])
+
+
+class TestWorkerPolicy:
+    def test_the_worker_runs_every_kind_of_job_under_it(self, scenario):
+        """Jobs with inline and file layouts succeed and a bad PDF fails; the worker exits 0."""
+        assert scenario.worker_exit == 0, scenario.worker_log[-5:]
+        assert {n: status_of(scenario, n) for n in ("webhook-1", "webhook-2", "layout-file",
+                                                   "bad-pdf", "b-1")} == {
+            "webhook-1": "succeeded", "webhook-2": "succeeded", "layout-file": "succeeded",
+            "bad-pdf": "failed", "b-1": "succeeded"}
+        assert [e["status"] for e in scenario.webhooks] == ["succeeded", "succeeded"]
+
+    def test_the_scenario_went_through_deferral_republish_and_dead_letter(self, scenario):
+        """Tenant-a at cap 1 was deferred and re-published; the invalid message was dead-lettered."""
+        actions = {r.get("action") for r in scenario.worker_log}
+        assert {"cap_defer", "republished", "invalid_message"} <= actions, sorted(
+            a for a in actions if a)
+
+    def test_operator_commands_succeed_under_it(self, scenario):
+        """sweep, leases, jobs, why, stats, capacity, tenants, webhooks, fetch and doctor exit 0."""
+        failed = {name: (r.exit_code, r.output[-300:]) for name, r in scenario.commands.items()
+                  if r.exit_code != 0}
+        assert failed == {}
+
+    def test_nothing_the_worker_did_was_denied(self, scenario, iam_stack):
+        """Every call of the parent, its pool children and the commands was allowed."""
+        mine = iam_stack.decisions(scenario.worker.arn)
+        assert mine, "the IAM stack judged nothing for the worker"
+        assert [d for d in mine if not d["allowed"]] == []
+        assert any(d["action"] == "s3:PutObject" and "/attempts/" in d["resource"]
+                   for d in mine), "no pool child upload was judged"
+
+    def test_every_grant_is_used(self, scenario, iam_stack):
+        """Each action on each resource the policy grants was called, or is listed with a reason."""
+        used = [d for d in iam_stack.decisions(scenario.worker.arn) if d["allowed"]]
+        bucket = scenario.deployed.getatt("Bucket", "Arn")
+        unused = []
+        for st in scenario.deployed.statements("WorkerPolicy"):
+            actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+            resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+            for action in actions:
+                for resource in resources:
+                    if any(d["action"] == action and matches(resource, d["resource"])
+                           for d in used):
+                        continue
+                    short = resource.removeprefix(bucket + "/")
+                    if (action, short) not in UNEXERCISED:
+                        unused.append((action, resource))
+        assert unused == []
+
+    def test_the_calls_each_process_counted_are_granted(self, scenario):
+        """The operations boto3 counted, in the commands and in the worker's parent, are all granted."""
+        stopped = [r for r in scenario.worker_log if r.get("action") == "stopped"]
+        counted = set(scenario.in_process_calls) | set(stopped[-1]["aws_calls"])
+        statements = scenario.deployed.statements("WorkerPolicy")
+        missing = sorted(op for op in counted
+                         if not all(granted(statements, a) for a in iam_actions(op))
+                         and op != "dynamodb.TransactWriteItems")
+        assert missing == []
+        assert any(granted(statements, a)
+                   for a in OPERATION_ACTIONS["dynamodb.TransactWriteItems"])
+        assert {"sqs.ReceiveMessage", "dynamodb.TransactWriteItems"} <= counted
+
+
+    def test_the_stack_judges_each_table_and_prefix_on_its_own(self, scenario, iam_stack):
+        """Under WorkerPolicy, what it grants works and its near misses are denied."""
+        s = scenario.settings
+        never = {"ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(pk)"}
+        with aws_as(iam_stack.url, scenario.prober):
+            aws = boto3.session.Session()
+            dynamo, s3, sqs = aws.client("dynamodb"), aws.client("s3"), aws.client("sqs")
+            key = {"pk": {"S": "probe"}}
+            tries = {
+                "GetItem jobs": lambda: dynamo.get_item(TableName=s.jobs_table,
+                                                        Key={"job_id": {"S": "probe"}}),
+                "GetItem leases": lambda: dynamo.get_item(TableName=s.leases_table, Key=key),
+                "Put leases in a transaction": lambda: dynamo.transact_write_items(
+                    TransactItems=[{"Put": {"TableName": s.leases_table, "Item": key,
+                                            **never}}]),
+                "ConditionCheck leases": lambda: dynamo.transact_write_items(
+                    TransactItems=[{"ConditionCheck": {"TableName": s.leases_table, "Key": key,
+                                                       **never}}]),
+                "DeleteTable jobs": lambda: dynamo.delete_table(TableName=s.jobs_table),
+                "GetObject outside the prefixes": lambda: s3.get_object(
+                    Bucket=s.bucket, Key="elsewhere/x.pdf"),
+                "PurgeQueue": lambda: sqs.purge_queue(
+                    QueueUrl=sqs.get_queue_url(QueueName=s.queue_name)["QueueUrl"]),
+            }
+            outcomes = {name: client_error(call) for name, call in tries.items()}
+        assert outcomes == {
+            "GetItem jobs": "ok", "GetItem leases": "AccessDenied",
+            "Put leases in a transaction": "TransactionCanceledException",
+            "ConditionCheck leases": "AccessDenied", "DeleteTable jobs": "AccessDenied",
+            "GetObject outside the prefixes": "AccessDenied", "PurgeQueue": "AccessDenied"}
+
+
+class TestTenantPolicy:
+    def test_a_tenant_cannot_touch_another_tenants_prefix(self, scenario):
+        """Tenant-a may neither write nor read under tenants/tenant-b/, nor submit as tenant-b."""
+        assert scenario.tenant_tries == {
+            "put into tenant-b": "AccessDenied", "get from tenant-b": "AccessDenied",
+            "submit as tenant-b": "AccessDenied", "get own plate": "ok"}
+
+    def test_submit_needs_nothing_more(self, scenario, iam_stack):
+        """Every call a tenant's submit made was allowed; the only denials are the probes above."""
+        for tenant, who in scenario.tenants.items():
+            denied = [d for d in iam_stack.decisions(who.arn) if not d["allowed"]]
+            assert all("/tenants/tenant-b/" in d["resource"] for d in denied), denied
+            if tenant == "tenant-b":
+                assert denied == []
+            else:
+                assert {d["action"] for d in denied} == {"s3:GetObject", "s3:PutObject"}
+
+    def test_a_tenant_principal_fails_the_worker_doctor(self, scenario, iam_stack):
+        """A host running with a tenant's credentials is refused by doctor, exit 3."""
+        with aws_as(iam_stack.url, scenario.tenants["tenant-a"]):
+            outcome = CliRunner().invoke(main, ["doctor", "--json"], env=_settings_env(scenario),
+                                         catch_exceptions=False)
+        assert outcome.exit_code == 3
+        failed = {c["name"] for c in json.loads(outcome.output)["checks"]
+                  if c["status"] == "fail"}
+        assert f"queue {scenario.settings.dlq_name}" in failed
+        assert f"table {scenario.settings.jobs_table}" in failed
+
+
+def _settings_env(scenario: Scenario) -> dict[str, str]:
+    env = dict(line.split("=", 1) for line in scenario.deployed.output("EnvFile").splitlines())
+    return {**env, **TIMINGS}

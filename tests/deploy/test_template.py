@@ -1,0 +1,307 @@
+"""deploy/imposer.yaml: linted, and one source of truth with the code.
+
+The tables, queues and bucket the template declares are compared with the
+stores' table specs and with what `imposer init` creates on the local stack;
+its parameter defaults and EnvFile output with Settings; the metrics its
+dashboard, alarms and metric filters read with the ``metrics.emit`` calls in
+the code. A change on one side alone fails here.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import copy
+import json
+import re
+from pathlib import Path
+
+import attrs
+import boto3
+import pytest
+from cfnlint.api import lint_file
+from click.testing import CliRunner
+from parliament import analyze_policy_string
+
+import imposer
+from imposer.aws import tables
+from imposer.aws.dynamodb import Dynamo
+from imposer.aws.tables import Index, TableSpec
+from imposer.settings import Settings
+from imposer.state.provision import provision, table_specs
+from tests.deploy.template import TEMPLATE, Stack, load
+
+DEPLOY = TEMPLATE.parent
+
+#: Metrics the template's own metric filters make from the log lines (no dimensions).
+FILTER_METRICS = {"fleet_slot_utilisation", "jobs_started", "slow_starts"}
+#: What `imposer demo` shows; the dashboard must show each.
+DEMO_METRICS = {"slot_utilisation", "queue_wait", "cap_defer", "stranded_seconds",
+                "shortage_seconds"}
+
+
+# -- shapes to compare: one per source ----------------------------------------------------------
+def _projection(projection: dict) -> dict:
+    out = {"ProjectionType": projection["ProjectionType"]}
+    if projection.get("NonKeyAttributes"):
+        out["NonKeyAttributes"] = sorted(projection["NonKeyAttributes"])
+    return out
+
+
+def _shape(keys, definitions, indexes, ttl) -> dict:
+    return {"KeySchema": list(keys),
+            "AttributeDefinitions": sorted(definitions, key=lambda d: d["AttributeName"]),
+            "Indexes": {i["IndexName"]: {"KeySchema": i["KeySchema"],
+                                         "Projection": _projection(i["Projection"])}
+                        for i in indexes},
+            "TTL": ttl}
+
+
+def from_spec(spec: TableSpec) -> dict:
+    return _shape(spec.key_schema(),
+                  [{"AttributeName": n, "AttributeType": t}
+                   for n, t in spec.attribute_types().items()],
+                  [i.to_api() for i in spec.indexes], spec.ttl_attribute)
+
+
+def from_template(props: dict) -> dict:
+    ttl = props.get("TimeToLiveSpecification") or {}
+    return _shape(props["KeySchema"], props["AttributeDefinitions"],
+                  props.get("GlobalSecondaryIndexes", []),
+                  ttl.get("AttributeName") if ttl.get("Enabled") else None)
+
+
+def from_aws(table: dict) -> dict:
+    ttl = table["TimeToLive"]
+    return _shape(table["KeySchema"], table["AttributeDefinitions"],
+                  table.get("GlobalSecondaryIndexes", []),
+                  ttl.get("AttributeName") if ttl.get("TimeToLiveStatus") == "ENABLED" else None)
+
+
+def declared_tables(stack: Stack) -> dict[str, dict]:
+    return {p["TableName"]: p for p in stack.of_type("AWS::DynamoDB::Table").values()}
+
+
+def table_differences(stack: Stack, specs: list[TableSpec]) -> list[str]:
+    """Say every way the template's tables differ from the stores' specs."""
+    declared = declared_tables(stack)
+    out = [f"{name}: declared in the template, no store uses it"
+           for name in set(declared) - {s.name for s in specs}]
+    for spec in specs:
+        if spec.name not in declared:
+            out.append(f"{spec.name}: not in the template")
+            continue
+        want, have = from_spec(spec), from_template(declared[spec.name])
+        out += [f"{spec.name}: {key} is {have[key]} in the template, {want[key]} in the code"
+                for key in want if want[key] != have[key]]
+        if declared[spec.name].get("BillingMode") != "PAY_PER_REQUEST":
+            out.append(f"{spec.name}: not PAY_PER_REQUEST as init makes it")
+    return out
+
+
+def stack_for(names: dict[str, str]) -> Stack:
+    return Stack({"QueueName": names["queue_name"], "DlqName": names["dlq_name"],
+                  "TablePrefix": names["table_prefix"], "BucketName": names["bucket"]})
+
+
+def settings_of(stack: Stack) -> Settings:
+    """The settings a host gets from the stack's EnvFile output."""
+    return Settings.load(dict(line.split("=", 1)
+                              for line in stack.output("EnvFile").splitlines()))
+
+
+# -- metrics the code emits --------------------------------------------------------------------
+def emitted_metrics() -> set[tuple[str, frozenset]]:
+    """(name, dimension names) of every ``metrics.emit("name", value, **dims)`` in imposer."""
+    found = set()
+    for path in Path(imposer.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "emit" and node.args
+                    and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str)):
+                found.add((node.args[0].value,
+                           frozenset(k.arg for k in node.keywords if k.arg)))
+    return found
+
+
+def read_metrics(stack: Stack) -> set[tuple[str, frozenset]]:
+    """(name, dimension names) of every metric of imposer's namespace the template reads."""
+    ns = stack.parameters["MetricsNamespace"]
+    body = json.loads(stack.properties("Dashboard")["DashboardBody"])
+    rows = [row for w in body["widgets"] for row in w["properties"].get("metrics", [])]
+    alarms = list(stack.of_type("AWS::CloudWatch::Alarm").values())
+    expressions = [r[-1]["expression"] for r in rows if "expression" in r[-1]] + [
+        m["Expression"] for a in alarms for m in a.get("Metrics", []) if "Expression" in m]
+    found = set()
+    for text in expressions:
+        for dims, name in re.findall(r"SEARCH\('\{" + ns + r",?([^}]*)\} MetricName=\"(\w+)\"",
+                                     text):
+            found.add((name, frozenset(d for d in dims.split(",") if d)))
+        for name, dims in re.findall(
+                r"SELECT \w+\((\w+)\) FROM SCHEMA\(\"" + ns + r"\",? ?([^)]*)\)", text):
+            found.add((name, frozenset(d.strip() for d in dims.split(",") if d.strip())))
+    found |= {(r[1], frozenset(r[2:-1:2])) for r in rows if r[0] == ns}
+    for alarm in alarms:
+        stats = [alarm] + [m["MetricStat"]["Metric"] for m in alarm.get("Metrics", [])
+                           if "MetricStat" in m]
+        found |= {(s["MetricName"], frozenset(d["Name"] for d in s.get("Dimensions", [])))
+                  for s in stats if s.get("Namespace") == ns}
+    return found
+
+
+class TestLint:
+    def test_cfn_lint_finds_nothing(self):
+        """cfn-lint (schemas, IAM action names, references) reports no error or warning."""
+        assert [str(m) for m in lint_file(TEMPLATE)] == []
+
+    @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # cfripper on pydantic 2
+    def test_cfripper_finds_no_security_issue(self):
+        """cfripper's security rules pass, with and without resolving intrinsic functions."""
+        from cfripper.cli import cli
+
+        for resolve in ("--no-resolve", "--resolve"):
+            outcome = CliRunner().invoke(cli, [str(TEMPLATE), "--format", "json", resolve])
+            assert json.loads(outcome.output.splitlines()[-1]) == {
+                "exceptions": [], "failures": []}, outcome.output
+            assert outcome.exit_code == 0
+
+    @pytest.mark.parametrize("policy", ["WorkerPolicy", "TenantPolicyExample",
+                                        "LogShippingPolicy"])
+    def test_parliament_finds_nothing_in_the_policies(self, policy):
+        """Each action matches its resource type (parliament); policy variables filled in first."""
+        document = json.dumps({"Version": "2012-10-17",
+                               "Statement": Stack().statements(policy)})
+        document = document.replace("${aws:PrincipalTag/imposer-tenant}", "acme")
+        assert [(f.issue, f.detail) for f in analyze_policy_string(document).findings] == []
+
+
+class TestOneSourceOfTruth:
+    def test_tables_are_the_stores_specs(self):
+        """Every table's keys, indexes, projections and TTL are the ones its store declares."""
+        stack = Stack()
+        assert table_differences(stack, table_specs(settings_of(stack))) == []
+
+    def test_a_table_change_in_the_template_alone_fails(self):
+        """Dropping an index from the template, and nothing else, is a difference."""
+        template = copy.deepcopy(load())
+        jobs = template["Resources"]["JobsTable"]["Properties"]
+        jobs["GlobalSecondaryIndexes"] = jobs["GlobalSecondaryIndexes"][:-1]
+        stack = Stack(template=template)
+        assert table_differences(stack, table_specs(settings_of(stack))) == [
+            "imposer-jobs: Indexes is " + repr(from_template(jobs)["Indexes"])
+            + " in the template, " + repr(from_spec(table_specs(settings_of(stack))[1])["Indexes"])
+            + " in the code"]
+
+    def test_a_table_change_in_the_code_alone_fails(self):
+        """A store declaring one more index than the template does is a difference."""
+        stack = Stack()
+        specs = table_specs(settings_of(stack))
+        specs[4] = attrs.evolve(specs[4], indexes=(Index(name="by-host", hash_key="host"),))
+        assert any(d.startswith("imposer-rollups: Indexes") for d in
+                   table_differences(stack, specs))
+
+    def test_what_init_creates_is_what_the_template_declares(self, aws_endpoint, names):
+        """`imposer init` on the local stack makes the template's tables, queues and bucket."""
+        stack = stack_for(names)
+        settings = settings_of(stack)
+        provision(settings)
+        dynamo = Dynamo(settings.region)
+        for name, props in declared_tables(stack).items():
+            created = tables.describe(dynamo, name)
+            assert from_aws(created) == from_template(props), name
+            assert created["BillingModeSummary"]["BillingMode"] == props["BillingMode"]
+        sqs = boto3.session.Session().client("sqs")
+        for props in stack.of_type("AWS::SQS::Queue").values():
+            url = sqs.get_queue_url(QueueName=props["QueueName"])["QueueUrl"]
+            created = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            declared = {k: props[k] for k in ("MessageRetentionPeriod", "VisibilityTimeout")}
+            assert {k: created[k] for k in declared} == declared
+            redrive = json.loads(created.get("RedrivePolicy", "null"))
+            want = props.get("RedrivePolicy")
+            assert (redrive and {"deadLetterTargetArn": redrive["deadLetterTargetArn"],
+                                 "maxReceiveCount": int(redrive["maxReceiveCount"])}) == (
+                want and {"deadLetterTargetArn": want["deadLetterTargetArn"],
+                          "maxReceiveCount": int(want["maxReceiveCount"])})
+        bucket = stack.properties("Bucket")["BucketName"]
+        boto3.session.Session().client("s3").head_bucket(Bucket=bucket)
+
+    def test_parameter_defaults_are_the_settings_defaults(self):
+        """The EnvFile of a default stack gives every setting its default (the bucket aside)."""
+        env = dict(line.split("=", 1) for line in Stack().output("EnvFile").splitlines())
+        defaults = Settings.load({})
+        by_env = {f.metadata["env"]: f.name for f in attrs.fields(Settings)}
+        differ = {key: (value, getattr(defaults, by_env[key])) for key, value in env.items()
+                  if key != "IMPOSER_BUCKET" and
+                  str(getattr(defaults, by_env[key])) not in (value, f"{value}.0")}
+        assert differ == {}
+
+    def test_the_env_file_names_only_settings_and_the_stacks_resources(self, names):
+        """Every EnvFile line is a setting, and it names the stack's own queue, tables and bucket."""
+        stack = stack_for(names)
+        env = dict(line.split("=", 1) for line in stack.output("EnvFile").splitlines())
+        assert set(env) <= {f.metadata["env"] for f in attrs.fields(Settings)}
+        settings = settings_of(stack)
+        assert (settings.queue_name, settings.dlq_name, settings.bucket,
+                settings.table_prefix) == (names["queue_name"], names["dlq_name"],
+                                           names["bucket"], names["table_prefix"])
+
+    def test_visibility_is_the_lease_ttl_and_redrive_the_safety_net(self):
+        """The job queue's visibility follows LeaseTtlSeconds and its redrive MaxReceiveCount."""
+        stack = Stack({"LeaseTtlSeconds": 900, "MaxReceiveCount": 700})
+        queue = stack.properties("JobQueue")
+        assert (queue["VisibilityTimeout"], queue["RedrivePolicy"]["maxReceiveCount"]) == (
+            "900", "700")
+        env = dict(line.split("=", 1) for line in stack.output("EnvFile").splitlines())
+        assert (env["IMPOSER_LEASE_TTL_SECONDS"], env["IMPOSER_MAX_RECEIVE_COUNT"]) == (
+            "900", "700")
+
+
+class TestMetrics:
+    def test_every_metric_read_is_one_the_code_emits(self):
+        """Dashboard, alarms and Insights queries name metrics and dimensions the code emits."""
+        emitted = emitted_metrics()
+        unknown = {(name, dims) for name, dims in read_metrics(Stack())
+                   if (name, dims) not in emitted
+                   and not (name in FILTER_METRICS and not dims)}
+        assert unknown == set()
+
+    def test_metric_filters_read_log_fields_the_code_writes(self):
+        """Each filter matches a metric's log line and takes its value from that metric's field."""
+        names = {name for name, _ in emitted_metrics()}
+        made = set()
+        for flt in Stack().of_type("AWS::Logs::MetricFilter").values():
+            assert set(re.findall(r'\$\.metric = "(\w+)"', flt["FilterPattern"])) <= names
+            for transform in flt["MetricTransformations"]:
+                value = transform["MetricValue"]
+                assert value == "1" or value.removeprefix("$.") in names
+                made.add(transform["MetricName"])
+        assert made == FILTER_METRICS
+
+    def test_the_dashboard_shows_what_the_demo_shows(self):
+        """Utilisation, queue waits, cap deferrals, stranded and shortage are all on it."""
+        assert DEMO_METRICS <= {name for name, _ in read_metrics(Stack())}
+
+    def test_reading_finds_what_the_template_reads(self):
+        """The reader sees the SEARCH, Insights and plain metric forms the template uses."""
+        read = read_metrics(Stack())
+        assert ("cap_defer", frozenset({"tenant_id"})) in read
+        assert ("lease_recovered", frozenset({"host", "tenant_id"})) in read
+        assert ("fleet_slot_utilisation", frozenset()) in read
+
+
+class TestLogShipping:
+    def test_the_agent_ships_the_file_the_log_unit_writes_to_the_stacks_log_group(self):
+        """Journal -> imposer-logs.service -> file -> CloudWatch agent -> the metric filters' group."""
+        unit = configparser.ConfigParser(strict=False, interpolation=None)
+        unit.read(DEPLOY / "imposer-logs.service")
+        written = unit["Service"]["StandardOutput"].removeprefix("append:")
+        collected, = json.loads((DEPLOY / "cloudwatch-agent.json").read_text())[
+            "logs"]["logs_collected"]["files"]["collect_list"]
+        stack = Stack()
+        group = stack.properties("WorkerLogGroup")["LogGroupName"]
+        assert (collected["file_path"], collected["log_group_name"]) == (written, group)
+        assert (DEPLOY / "imposer-logs.logrotate").read_text().count(f"{written} {{") == 1
+        assert {f["LogGroupName"] for f in stack.of_type("AWS::Logs::MetricFilter").values()} \
+            == {group}
+        assert "--unit=imposer.service" in unit["Service"]["ExecStart"]
