@@ -62,9 +62,9 @@ CALLS = {
 }
 #: How long the dispatcher remembers a tenant at its cap (``Dispatcher._capped``).
 MEMO_SECONDS = 1.0
-_FINISH, _VISIBLE, _TICK = 0, 1, 2
+_FINISH, _VISIBLE, _TICK, _RESUME = 0, 1, 2, 3
 _WAITING, _VISIBLE_NOW, _PARKED, _RUNNING, _DONE = range(5)
-_IDLE, _SCHEDULED, _POLLING = range(3)
+_IDLE, _SCHEDULED, _POLLING, _BUSY = range(4)
 
 
 def _caps(value) -> tuple[tuple[str, int], ...]:
@@ -167,7 +167,8 @@ def simulate(jobs: Sequence[SimJob], policy: Policy) -> Schedule:
 class _Host:
     """One parent: its free slots, finished children to settle, and what it is doing."""
 
-    __slots__ = ("index", "free", "done", "state", "token", "poll_end", "busy_until", "capped")
+    __slots__ = ("index", "free", "done", "state", "token", "poll_end", "clock", "capped",
+                 "turn")
 
     def __init__(self, index: int, slots: int) -> None:
         self.index = index
@@ -176,14 +177,23 @@ class _Host:
         self.state = _IDLE
         self.token = 0
         self.poll_end = 0.0
-        #: The parent is busy with AWS calls until then.
-        self.busy_until = 0.0
+        #: The parent's own time: busy with AWS calls until then.
+        self.clock = 0.0
         #: tenant -> until when this host takes it to be at its cap without asking.
         self.capped: dict[str, float] = {}
+        #: The pass in progress (a generator), while the parent waits on AWS.
+        self.turn = None
 
 
 class _Fleet:
-    """The simulation's state: the queue, the hosts, counters and parked notes."""
+    """The simulation's state: the queue, the hosts, counters and parked notes.
+
+    A pass of a host's loop is a generator: it yields whenever the parent's
+    own clock has run ahead of the fleet's (it waited on AWS), and resumes
+    when the fleet gets there, so every decision (a receive, an acquire, a
+    hand-off) reads the queue and the counters as they are at that moment,
+    between the other hosts' decisions.
+    """
 
     def __init__(self, jobs: Sequence[SimJob], policy: Policy) -> None:
         self.jobs, self.policy = tuple(jobs), policy
@@ -219,6 +229,8 @@ class _Fleet:
         self._tick = 0
         self._turn = 0
         self.now = 0.0
+        #: Messages made visible so far: a pass that saw some arrive goes round again.
+        self.shown = 0
         self.instant = policy.call_seconds == 0 and policy.receive_seconds == 0
         #: Jobs not yet final: while some are, a host with free slots keeps polling.
         self.left = n
@@ -241,7 +253,12 @@ class _Fleet:
                     self._show(a)
                     self._poke(now)
             elif hosts[a].token == b:
-                self._iterate(hosts[a], polled=c)
+                host = hosts[a]
+                if kind == _TICK:
+                    host.clock = max(host.clock, now)
+                    host.state = _BUSY
+                    host.turn = self._pass(host, polled=c)
+                self._resume(host)
         return Schedule(jobs=self.jobs, policy=self.policy, attempts=tuple(self.attempts),
                         first_start=tuple(self.first_start), end=tuple(self.end),
                         status=tuple(self.status), counts=dict(self.counts))
@@ -250,16 +267,18 @@ class _Fleet:
         self._tick += 1
         heapq.heappush(self.events, (at, self._tick, kind, a, b, c, d))
 
+    def _resume(self, host: _Host) -> None:
+        """Run the host's pass until it waits on AWS (then come back then) or ends."""
+        for _ in host.turn:
+            host.token += 1
+            self._push(host.clock, _RESUME, host.index, host.token)
+            return
+        host.turn = None
+
     def _schedule(self, host: _Host, at: float, polled: bool = False) -> None:
         host.token += 1
         host.state = _SCHEDULED
-        self._push(max(at, host.busy_until), _TICK, host.index, host.token, polled)
-
-    def _poll(self, host: _Host) -> None:
-        """Sit in the receive's long poll until it ends (or a message shows up)."""
-        host.state = _POLLING
-        host.token += 1
-        self._push(host.poll_end, _TICK, host.index, host.token, False)
+        self._push(max(at, host.clock), _TICK, host.index, host.token, polled)
 
     def _poke(self, now: float) -> None:
         """A message is visible: polling hosts' receives return, idle hosts with room wake."""
@@ -270,44 +289,58 @@ class _Fleet:
             if host.state == _POLLING or (host.state == _IDLE and host.free):
                 self._schedule(host, now, polled=host.state == _POLLING)
 
+    def _behind(self, host: _Host) -> bool:
+        """Has something happened meanwhile that the host must see before it goes on?
+
+        The host's clock ran ahead while it waited on AWS; it needs to wait
+        for the fleet only if an event falls in between (or else nothing
+        could have changed).
+        """
+        events = self.events
+        return host.clock > self.now and bool(events) and events[0][0] <= host.clock
+
+    def _spend(self, host: _Host, calls: int) -> None:
+        self.counts["calls"] += calls
+        host.clock += calls * self.policy.call_seconds
+
     # -- one pass of the parent loop -----------------------------------------------------
-    def _iterate(self, host: _Host, polled: bool) -> None:
-        """``Supervisor.run``'s loop body: settle, hand off, then one receive.
+    def _pass(self, host: _Host, polled: bool):
+        """``Supervisor.run``'s loop body: settle, hand off, then receive.
 
         *polled*: the long poll returned with messages; they are dispatched
-        first, then the loop goes round again.
+        first, then the loop goes round again. Yields while waiting on AWS.
         """
-        self.clock = self.now
+        shown = self.shown
         if polled:
-            progress = self._receive(host)
+            progress = yield from self._receive(host)
         else:
             woken = []
-            for job, slot, borrowed in host.done:
-                self._settle(job, host, slot, borrowed)
+            while host.done:
+                job, slot, borrowed = host.done.pop(0)
+                yield from self._settle(job, host, slot, borrowed)
                 woken.append(self.tenant[job])
-            host.done.clear()
             for tenant in woken:
-                self._wake(host, tenant)
+                yield from self._wake(host, tenant)
             progress = False
             if host.free and self.visible:
-                progress = self._receive(host)
+                progress = yield from self._receive(host)
                 while progress and self.instant and host.free and self.visible:
-                    progress = self._receive(host)
-        host.busy_until = self.clock
-        if progress and host.free and self.visible and not self.instant:
-            self._schedule(host, self.clock)  # the loop goes round: receive again
-        elif progress and polled:
-            self._schedule(host, self.clock)  # round again: settle what finished meanwhile
+                    progress = yield from self._receive(host)
+        if self._behind(host):
+            yield  # the last calls' time: what follows is decided when they are done
+        if host.free and self.visible and (progress or self.shown != shown) \
+                and not self.instant:
+            self._schedule(host, host.clock)  # the loop goes round: receive again
+        elif host.done or (progress and polled):
+            self._schedule(host, host.clock)  # round again: settle what finished meanwhile
         elif host.free and self.policy.poll_seconds > 0 and self.left:
-            if not polled or self.clock >= host.poll_end:
-                host.poll_end = self.clock + self.policy.poll_seconds
-            self._poll(host)
+            if not polled or host.clock >= host.poll_end:
+                host.poll_end = host.clock + self.policy.poll_seconds
+            host.state = _POLLING
+            host.token += 1
+            self._push(host.poll_end, _TICK, host.index, host.token, False)
         else:
             host.state = _IDLE
-
-    def _spend(self, calls: int) -> None:
-        self.counts["calls"] += calls
-        self.clock += calls * self.policy.call_seconds
 
     # -- messages ----------------------------------------------------------------------
     def _show(self, job: int) -> None:
@@ -322,6 +355,7 @@ class _Fleet:
         if self.state[job] == _PARKED:
             self.counts["park_expired"] += 1
         self.state[job] = _VISIBLE_NOW
+        self.shown += 1
         heapq.heappush(self.visible.setdefault(tenant, []), (self.seq[job], job))
 
     def _take(self, count: int, skip: set[str]) -> list[int]:
@@ -349,46 +383,54 @@ class _Fleet:
         self.counts["received"] += len(taken)
         return taken
 
-    def _receive(self, host: _Host) -> bool:
+    def _receive(self, host: _Host):
         """``fill_free_slots`` + ``take_batch``: True if a message started or went away."""
         p, free = self.policy, host.free
         skip: set[str] = set()
+        host.clock += p.receive_seconds / 2
+        if self._behind(host):
+            yield  # SQS hands out the messages half-way through the call
         batch = self._take(min(len(free), RECEIVE_MAX), skip)
         self.counts["calls"] += CALLS["receive"]
-        self.clock += self.policy.receive_seconds
+        host.clock += p.receive_seconds / 2
         if not batch:
             return False
         progress, candidates = False, []
         for job in batch:
             tenant = self.tenant[job]
             cap = self.cap[tenant]
-            if p.memo and host.capped.get(tenant, -1.0) > self.clock:
+            if p.memo and host.capped.get(tenant, -1.0) > host.clock:
                 own = False  # known at cap: no transaction
             else:
-                self._spend(CALLS["acquire"] if cap > 0 else 1)
+                self._spend(host, CALLS["acquire"] if cap > 0 else 1)
+                if self._behind(host):
+                    yield  # the transaction commits at its end
                 own = rules.may_take_own_slot(self.inflight[tenant], cap)
                 if not own and p.memo and cap > 0:
-                    host.capped[tenant] = self.clock + min(MEMO_SECONDS, p.defer_seconds)
+                    host.capped[tenant] = host.clock + min(MEMO_SECONDS, p.defer_seconds)
             if own:
                 self._start(job, host, False)
                 progress = True
             elif cap > 0 and p.borrow:
                 candidates.append(job)
             else:
-                progress |= self._wait(job, cap, skip)
+                progress |= self._wait(job, cap, skip, host)
         for job in candidates:  # lend_idle_slots: after the batch's own starts
             tenant = self.tenant[job]
             if rules.why_not_borrow(p.borrow, len(free), p.reserve, tenant,
                                     self._blockers()) is None:
-                self._spend(CALLS["acquire"])
-                self._start(job, host, True)
-                self.counts["borrowed"] += 1
-                progress = True
-            else:
-                progress |= self._wait(job, self.cap[tenant], skip)
+                self._spend(host, CALLS["acquire"])
+                if self._behind(host):
+                    yield
+                if not rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
+                    self._start(job, host, True)
+                    self.counts["borrowed"] += 1
+                    progress = True
+                    continue
+            progress |= self._wait(job, self.cap[tenant], skip, host)
         return progress
 
-    def _wait(self, job: int, cap: int, skip: set[str]) -> bool:
+    def _wait(self, job: int, cap: int, skip: set[str], host: _Host) -> bool:
         """Park the message (at cap) or defer it (paused); a zero window keeps it visible.
 
         False when the message is visible again at once (nothing changed).
@@ -396,7 +438,7 @@ class _Fleet:
         tenant = self.tenant[job]
         self._count_waiting(job)
         window = self.policy.park_seconds if cap > 0 else self.policy.defer_seconds
-        self._spend(CALLS["park"] if cap > 0 else CALLS["defer"])
+        self._spend(host, CALLS["park"] if cap > 0 else CALLS["defer"])
         if window <= 0:
             self.in_flight_group[tenant] -= 1
             self.state[job] = _VISIBLE_NOW
@@ -404,7 +446,7 @@ class _Fleet:
             skip.add(tenant)
             return False
         self.version[job] += 1
-        self._push(self.clock + window, _VISIBLE, job, self.version[job])
+        self._push(host.clock + window, _VISIBLE, job, self.version[job])
         if cap > 0:
             self.state[job] = _PARKED
             self.counts["parked"] += 1
@@ -443,23 +485,29 @@ class _Fleet:
         n = self.attempt_no[job]
         self.attempt_no[job] = n + 1
         fate = spec.fates[min(n, len(spec.fates) - 1)]
-        now = self.clock
+        now = host.clock
         if self.first_start[job] is None:
             self.first_start[job] = now
         end = now + spec.run
         self.attempts.append(Attempt(job, host.index, slot, now, end, borrowed, fate))
         self._push(end, _FINISH, job, host.index, slot, borrowed)
 
-    def _settle(self, job: int, host: _Host, slot: int, borrowed: bool) -> None:
+    def _settle(self, job: int, host: _Host, slot: int, borrowed: bool):
         """``Completer.settle``: free the slot, then delete, retry or requeue the message."""
         tenant, p = self.tenant[job], self.policy
+        fates = self.jobs[job].fates
+        fate = fates[min(self.attempt_no[job] - 1, len(fates) - 1)]
+        if fate == "retry":
+            self._spend(host, 1)  # the job's failures so far
+        self._spend(host, 1)
+        if self._behind(host):
+            yield  # the release transaction commits: the counter is down from here
+        self.end[job] = host.clock  # the record's finished_at is the release's
         host.free.append(slot)
         if borrowed:
             self.borrowed[tenant] -= 1
         else:
             self.inflight[tenant] -= 1
-        fates = self.jobs[job].fates
-        fate = fates[min(self.attempt_no[job] - 1, len(fates) - 1)]
         delay = None
         if fate == "retry":
             self.failures[job] += 1
@@ -469,37 +517,43 @@ class _Fleet:
                 delay = rules.retry_delay(p.retry_seconds, self.failures[job])
         elif fate == "requeue":
             delay = p.defer_seconds
-        self._spend(CALLS[fate])
+        self._spend(host, CALLS[fate] - 1 - (fate in ("retry", "dead")))
         if delay is None:
-            self.state[job], self.status[job], self.end[job] = _DONE, fate, self.clock
+            self.state[job], self.status[job] = _DONE, fate
             self.in_flight_group[tenant] -= 1
             self.left -= 1
             return
         self.counts["retries"] += 1
-        self.end[job] = self.clock
         self.state[job] = _WAITING
         self._count_waiting(job)
         self.version[job] += 1
-        self._push(self.clock + delay, _VISIBLE, job, self.version[job])
+        self._push(host.clock + delay, _VISIBLE, job, self.version[job])
 
-    def _wake(self, host: _Host, tenant: str) -> None:
+    def _wake(self, host: _Host, tenant: str):
         """``Dispatcher.wake``: the settled tenant's oldest parked job takes the freed slot."""
         host.capped.pop(tenant, None)
         notes = self.notes.get(tenant)
         free = host.free
         while rules.may_hand_off(len(free)):
-            self._spend(CALLS["notes"])
+            self._spend(host, CALLS["notes"])
+            if self._behind(host):
+                yield
             while notes and (self.version[notes[0][3]] != notes[0][2]
                              or self.state[notes[0][3]] != _PARKED):
                 heapq.heappop(notes)  # taken meanwhile, or back in the queue: a stale note
             if not notes:
                 return
-            self._spend(CALLS["acquire"])
+            _, _, version, job = notes[0]
+            self._spend(host, CALLS["acquire"])
+            if self._behind(host):
+                yield
+            if self.version[job] != version or self.state[job] != _PARKED:
+                continue  # another host took it meanwhile: look again
             if not rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
                 if self.policy.memo:
-                    host.capped[tenant] = self.clock + min(MEMO_SECONDS,
+                    host.capped[tenant] = host.clock + min(MEMO_SECONDS,
                                                            self.policy.defer_seconds)
                 return
-            _, _, _, job = heapq.heappop(notes)  # a parked message is in flight already
+            heapq.heappop(notes)  # a parked message is in flight already: no count moves
             self._start(job, host, False)
             self.counts["handed_off"] += 1

@@ -139,6 +139,7 @@ def synthetic(spec: str, *, median: float = 60.0, sigma: float = 0.45, seed: int
     """
     rng = random.Random(seed)
     jobs: list[SimJob] = []
+    sent: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
         m = _PART.match(part)
         if not m:
@@ -146,12 +147,13 @@ def synthetic(spec: str, *, median: float = 60.0, sigma: float = 0.45, seed: int
                               "[@START][/SPREAD], e.g. noisy=100@0 or quiet=5x2@3)")
         start, spread = _seconds(m["at"]), _seconds(m["spread"])
         for tenant in tenant_names(m["name"], int(m["tenants"] or 1)):
-            for n in range(int(m["count"])):
+            for _ in range(int(m["count"])):
                 at = start + (rng.random() * spread if spread else 0.0)
                 run = rng.lognormvariate(0, sigma) * median
                 run = round(min(max(run, 0.3 * median), 4 * median), 2)
+                sent[tenant] = sent.get(tenant, 0) + 1
                 jobs.append(SimJob(tenant=tenant, arrival=origin + at, run=run,
-                                   job_id=f"{tenant}-{n}"))
+                                   job_id=f"{tenant}-{sent[tenant]}"))
     if not jobs:
         raise ConfigError(f"the workload {spec!r} has no jobs")
     return jobs

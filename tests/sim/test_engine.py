@@ -180,3 +180,43 @@ class TestPolicyValues:
         """``caps`` is per tenant; others have the default."""
         p = Policy(cap=4, caps={"big": 6})
         assert (p.cap_of("big"), p.cap_of("small")) == (6, 4)
+
+
+class TestTheParentsTime:
+    def test_parking_a_backlog_takes_aws_time(self):
+        """0.1 s a call: an acquire is 2 calls, a park 3; the memo spares the acquires after.
+
+        The first job starts when its acquire commits (0.2 s); the second is
+        found at cap (0.4 s) and parked (0.7 s); the memo then parks the next
+        three without asking, one receive each, by 1.6 s.
+        """
+        s = simulate(jobs(*[("a", 0, 10) for _ in range(5)]),
+                     Policy(slots=2, cap=1, call_seconds=0.1, defer_seconds=30))
+        assert s.first_start[0] == pytest.approx(0.2)
+        receives, acquires, parks = 4, 2 * 2, 4 * 3
+        settles, wakes = 5 * 5, 4 * (1 + 2) + 1  # four hand-offs, then no note left
+        assert s.counts["parked"] == 4
+        assert s.counts["calls"] == receives + acquires + parks + settles + wakes
+        # job 0 ends at 10.2; its release (0.1 s), the rest of its settle (0.4 s), the
+        # note query (0.1 s) and the hand-off's acquire (0.2 s) come before job 1 starts
+        assert s.first_start[1] == pytest.approx(10.2 + 0.1 + 0.4 + 0.1 + 0.2)
+
+    def test_a_long_poll_does_not_see_a_child_finish(self):
+        """With free slots and nothing to receive the parent polls; a job ending meanwhile
+        is settled, and its slot handed off, when the poll returns."""
+        work = jobs(("a", 0, 2.5), ("a", 0, 2.5))
+        polled = simulate(work, Policy(slots=2, cap=1, poll_seconds=1))
+        assert polled.first_start == (0, 3.0)
+        assert simulate(work, Policy(slots=2, cap=1)).first_start == (0, 2.5)
+
+    def test_hosts_decide_in_turn(self):
+        """Two hosts receive at once; each acquire reads the counter as its commit finds it.
+
+        Host 1 takes jobs 0 and 1, host 2 jobs 2 and 3; their acquires
+        alternate, so under a cap of 2 each host starts one and parks one.
+        """
+        s = simulate(jobs(*[("a", 0, 10) for _ in range(4)]),
+                     Policy(hosts=2, slots=2, cap=2, call_seconds=0.1))
+        started = sorted((a.start, a.host) for a in s.attempts if a.start < 1)
+        assert [h for _, h in started] in ([0, 1], [1, 0])
+        assert s.counts["parked"] == 2
