@@ -144,7 +144,12 @@ def simulate(settings: Settings, days, export, synthetic, median, sigma, seed, h
                 caps=cap_values or (settings.default_cap,),
                 borrow=borrow_values or (settings.borrow,),
                 reserve=reserve or (settings.reserve_slots,))
-    runner = Runner(jobs, now=now)
+    thresholds = None
+    if now is not None:  # the jobs table's window is the verdict's
+        from imposer.reports.capacity import Thresholds
+
+        thresholds = Thresholds(window_seconds=days * 86400)
+    runner = Runner(jobs, thresholds=thresholds, now=now)
     rows = runner.rows(grid, search=not no_search)
     if chart_path:
         from imposer.sim.chart import chart
