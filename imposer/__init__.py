@@ -41,6 +41,7 @@ ALLOWED_IMPORTS = {
     "reports": ("core", "models", "state"),
     "worker": ("core", "models", "aws", "state", "child", "webhooks"),
     "client": ("models",),
+    "sim": ("core", "models", "state", "reports", "worker"),
     "dev": ("core", "models", "aws", "state", "engine", "worker", "webhooks", "reports",
             "client"),
     "cli": ("*",),

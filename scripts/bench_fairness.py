@@ -1,31 +1,48 @@
 #!/usr/bin/env python3
-"""Fairness benchmark: one workload, every policy, side by side in one run.
+"""Fairness benchmark: every policy on real workers, beside the simulator, in one run.
 
-Workload A: one noisy tenant bursts 100 jobs, two quiet tenants send 5 each
-shortly after. Workload B: the noisy tenant alone. Run times come from a
-seeded distribution, scaled down (1 s here stands for about a minute of
-pdfToolbox). Each policy is a real `imposer run` (8 slots, fake pdfToolbox
-sleeping each job's run time) against `imposer local`:
+Workloads (run times seeded log-normal, 1 s here stands for about a minute of
+pdfToolbox; deferral 1 s, park window 300 s, heartbeat = the median run):
 
-* fifo    no cap (8 of 8), strict send order: what "volume wins" looks like;
-* fair    no cap, but SQS fair-queue delivery by message group (layer 1 only);
-* cap-strict  the seed's cap, 4 of 8, on a strictly ordered queue (layer 2 only);
-* cap     fair queues and the seed's cap, 4 of 8 (layers 1 and 2);
-* borrow  cap 4 plus borrowing idle slots, 1 slot per host kept in reserve;
-* ideal   a max-min fair, work-conserving schedule computed offline from the
-          same arrivals and run times (no real run).
+* mixed  one noisy tenant bursts 100 jobs at t=0, two quiet tenants send 5 each at t=3 s
+         (median 2 s);
+* lone   the noisy tenant's 100 jobs alone (median 2 s);
+* long   long jobs: the heavy tenant's 60 jobs alone for 20 s, then two quiet tenants
+         send 3 each (median 4 s).
 
-Also printed: AWS calls per job, the parent's overhead per job, and the error
-of `imposer why`'s predicted start on the cap run.
+Policies, each a real `imposer run` (fake pdfToolbox sleeping each job's run
+time) on `imposer local`; one host of 8 slots, or two of 4 (``-2h``):
+
+* fifo        no cap (8 of 8), strict send order: what "volume wins" looks like;
+* fair        no cap, fair-queue delivery by message group (layer 1 only);
+* cap-strict  the cap, 4 of 8, on a strictly ordered queue (layer 2 only);
+* cap         fair queues and the cap (layers 1 and 2), parking and hand-off;
+* borrow      cap 4 plus borrowing idle slots, 1 slot per host in reserve.
+
+Beside each real run, from the same run's arrivals and recorded run times:
+``sim`` is `imposer simulate`'s engine with the run's settings (validation:
+within 15% of the real run), and ``perfect`` is the same engine with zero
+park and deferral windows: the cap with instant refill, the reference the
+cap's cost is measured against.
+
+Also printed: AWS calls per job by kind for every policy (from each worker's
+stop log), the parent's overhead per job (receive to child start, child end
+to message settled), the borrow check, `imposer why`'s prediction error on
+the mixed cap run, and the simulator's speed on four weeks of 50,000 jobs.
+
+    python scripts/bench_fairness.py [--only mixed,lone] [--skip-speed]
 """
 
 from __future__ import annotations
 
 import argparse
-import heapq
+import collections
+import datetime
 import json
 import os
+import pickle
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,59 +51,49 @@ import time
 import uuid
 from pathlib import Path
 
+import attrs
+
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from imposer.reports.stats import percentile  # noqa: E402
+from imposer.sim.engine import Policy, simulate  # noqa: E402
+from imposer.sim.workload import SimJob, fates_of, synthetic  # noqa: E402
+
 FAKE = ROOT / "scripts" / "fake-pdftoolbox"
-SLOTS = 8
-#: fifo: strict send order, no cap. fair: fair-queue delivery (layer 1) only.
-#: cap-strict: the cap (layer 2) on a strictly ordered queue. cap: layers 1 and 2.
-#: borrow: layers 1 and 2 plus borrowing with a reserve of 1.
-POLICIES = ("fifo", "fair", "cap-strict", "cap", "borrow")
-NOISY, QUIET = "noisy", ("quiet-a", "quiet-b")
+NOISY = "noisy"
+#: workload -> (synthetic spec, median run seconds, seed)
+WORKLOADS = {
+    "mixed": ("noisy=100@0,quiet=5x2@3", 2.0, 7),
+    "lone": ("noisy=100@0", 2.0, 8),
+    "long": ("noisy=60@0,quiet=3x2@20", 4.0, 9),
+    "late": ("noisy=100@0,quiet=5x2@12", 2.0, 7),
+}
+#: (run name, workload, policy, hosts, slots per host), in the order they run.
+RUNS = [
+    ("mixed", "mixed", "fifo", 1, 8), ("mixed", "mixed", "fair", 1, 8),
+    ("mixed", "mixed", "cap-strict", 1, 8), ("mixed", "mixed", "cap", 1, 8),
+    ("mixed", "mixed", "borrow", 1, 8),
+    ("lone", "lone", "cap", 1, 8), ("lone", "lone", "borrow", 1, 8),
+    ("mixed-2h", "mixed", "cap", 2, 4), ("lone-2h", "lone", "cap", 2, 4),
+    ("long", "long", "fifo", 1, 8), ("long", "long", "cap", 1, 8),
+    ("long", "long", "borrow", 1, 8),
+    ("late", "late", "cap", 1, 8),
+]
+STRICT = ("fifo", "cap-strict")
+DEFER, PARK, POLL = 1.0, 300.0, 1
+#: Simulated replays per run, and the spread of their run times.
+REPLAYS, JITTER = 11, 0.03
+#: Calls on a job's own path that the cap drives; the target (<= 4 per job) counts these.
+PATH_KINDS = ("receive", "transaction", "visibility", "waiting put", "waiting query",
+              "waiting delete", "job note")
+#: The other calls: every job's cap read (part of the acquire), its message delete and plate
+#: promotion (S3), lease renewals, and the threads beside the loop (sweep, rollups, outbox).
+OTHER_KINDS = ("cap read", "delete", "s3", "renew", "background")
 
 
-def workload(seed: int, noisy: int, quiet: int, quiet_at: float, median: float):
-    """Return [(tenant, arrival offset, run seconds)] from a seeded log-normal."""
-    rng = random.Random(seed)
-    jobs = [(NOISY, 0.0, rng.lognormvariate(0, 0.45) * median) for _ in range(noisy)]
-    for tenant in QUIET[: 2 if quiet else 0]:
-        jobs += [(tenant, quiet_at, rng.lognormvariate(0, 0.45) * median) for _ in range(quiet)]
-    return [(t, a, round(min(max(d, 0.3 * median), 4 * median), 2)) for t, a, d in jobs]
-
-
-def ideal(jobs, slots=SLOTS):
-    """Max-min fair, work-conserving offline schedule: waits per job index and makespan."""
-    events = sorted(range(len(jobs)), key=lambda i: jobs[i][1])
-    waiting: dict[str, list[int]] = {}
-    running: dict[str, int] = {}
-    free_at = [(0.0, s) for s in range(slots)]
-    heapq.heapify(free_at)
-    start: dict[int, float] = {}
-    t, pending = 0.0, list(events)
-    done_heap: list[tuple[float, str]] = []
-    while pending or any(waiting.values()):
-        # advance to the next moment a slot is free and a job has arrived
-        slot_t, slot = heapq.heappop(free_at)
-        while done_heap and done_heap[0][0] <= slot_t:
-            _, tenant = heapq.heappop(done_heap)
-            running[tenant] -= 1
-        t = max(slot_t, t)
-        while pending and jobs[pending[0]][1] <= t:
-            i = pending.pop(0)
-            waiting.setdefault(jobs[i][0], []).append(i)
-        if not any(waiting.values()):
-            t = jobs[pending[0]][1]
-            heapq.heappush(free_at, (t, slot))
-            continue
-        tenant = min((tn for tn, q in waiting.items() if q),
-                     key=lambda tn: (running.get(tn, 0), jobs[waiting[tn][0]][1]))
-        i = waiting[tenant].pop(0)
-        start[i] = t
-        running[tenant] = running.get(tenant, 0) + 1
-        heapq.heappush(done_heap, (t + jobs[i][2], tenant))
-        heapq.heappush(free_at, (t + jobs[i][2], slot))
-    waits = {i: start[i] - jobs[i][1] for i in start}
-    makespan = max(start[i] + jobs[i][2] for i in start)
-    return waits, makespan
+def cap_of(policy: str, slots_total: int) -> int:
+    return slots_total if policy in ("fifo", "fair") else 4
 
 
 class Stack:
@@ -110,111 +117,287 @@ class Stack:
         self.proc.wait(10)
 
 
-def run_policy(stack: Stack, jobs, policy: str, workdir: Path, predict: bool = False) -> dict:
-    """Run *jobs* through a real worker under *policy*; return per-job facts and counters."""
-    from imposer.state.provision import provision
+# -- one real run ---------------------------------------------------------------------------
+def run_fleet(stack: Stack, jobs: list[SimJob], policy: str, hosts: int, slots: int,
+              median: float, workdir: Path, predict: bool = False) -> dict:
+    """Run *jobs* through *hosts* real workers under *policy*; return records and logs."""
     from imposer.client import submit
+    from imposer.client.aws import Aws
     from imposer.dev.samples import numbered_pdf
     from imposer.settings import Settings
-    from imposer.worker.wiring import connect
+    from imposer.state.provision import provision
 
     tag = uuid.uuid4().hex[:8]
     names = dict(queue_name=f"q-{tag}", dlq_name=f"q-{tag}-dlq", bucket=f"b-{tag}",
                  table_prefix=f"bench-{tag}")
-    cap = SLOTS if policy in ("fifo", "fair") else 4
+    cap = cap_of(policy, hosts * slots)
+    heartbeat = median
     stack.activate()
-    settings = Settings.load({}, default_cap=cap, slots=SLOTS, defer_seconds=1.0,
-                             heartbeat_seconds=1.0, lease_ttl_seconds=30.0, sweep_seconds=5.0,
-                             poll_seconds=1, borrow=policy == "borrow", **names)
+    settings = Settings.load({}, default_cap=cap, slots=slots, defer_seconds=DEFER,
+                             park_seconds=PARK, heartbeat_seconds=heartbeat,
+                             lease_ttl_seconds=30.0, sweep_seconds=5.0, poll_seconds=1,
+                             borrow=policy == "borrow", **names)
     provision(settings)
     pdf = numbered_pdf(workdir / "art.pdf", 2)
     env = dict(stack.env, IMPOSER_QUEUE=names["queue_name"], IMPOSER_DLQ=names["dlq_name"],
                IMPOSER_BUCKET=names["bucket"], IMPOSER_TABLE_PREFIX=names["table_prefix"],
-               IMPOSER_DEFAULT_CAP=str(cap), IMPOSER_SLOTS=str(SLOTS), IMPOSER_DEFER_SECONDS="1",
-               IMPOSER_HEARTBEAT_SECONDS="1", IMPOSER_LEASE_TTL_SECONDS="30",
-               IMPOSER_POLL_SECONDS="1", IMPOSER_PDFTOOLBOX=str(FAKE), IMPOSER_HOST_ID="bench",
-               IMPOSER_BORROW="1" if policy == "borrow" else "0")
-    log_path = workdir / f"worker-{policy}-{tag}.log"
+               IMPOSER_DEFAULT_CAP=str(cap), IMPOSER_SLOTS=str(slots),
+               IMPOSER_DEFER_SECONDS=str(DEFER), IMPOSER_PARK_SECONDS=str(PARK),
+               IMPOSER_HEARTBEAT_SECONDS=str(heartbeat), IMPOSER_LEASE_TTL_SECONDS="30",
+               IMPOSER_POLL_SECONDS=str(POLL), IMPOSER_PDFTOOLBOX=str(FAKE),
+               IMPOSER_BORROW="1" if policy == "borrow" else "0", IMPOSER_RESERVE_SLOTS="1")
     ids: dict[str, int] = {}
+    sent: dict[str, float] = {}
 
-    def send(indices):
-            for i in indices:
-                tenant, _, seconds = jobs[i]
-                layout = {"version": 1, "kind": "nup", "sheet": {"size": "A4"},
-                          "grid": {"cols": 1, "rows": 1},
-                          "pdftoolbox": {"profile": "Impose.kfpx",
-                                         "variables": {"fake_sleep": str(seconds)}}}
-                req = submit(tenant, pdf, layout, bucket=names["bucket"],
-                             queue=names["queue_name"])
-                ids[req.job_id] = i
+    def send(indices) -> None:
+        aws = Aws()
+        for i in indices:
+            layout = {"version": 1, "kind": "nup", "sheet": {"size": "A4"},
+                      "grid": {"cols": 1, "rows": 1},
+                      "pdftoolbox": {"profile": "Impose.kfpx",
+                                     "variables": {"fake_sleep": str(jobs[i].run)}}}
+            req = submit(jobs[i].tenant, pdf, layout, bucket=names["bucket"],
+                         queue=names["queue_name"], aws=aws)
+            ids[req.job_id] = i
+            sent[req.job_id] = time.time()  # the message is in the queue from here
 
-    # The burst is queued before the worker starts: it all arrives "at t=0".
-    send([i for i, (_, at, _) in enumerate(jobs) if at == 0])
-    with open(log_path, "w") as log:
-        worker = subprocess.Popen([sys.executable, "-m", "imposer", "run", "--exit-when-idle"],
-                                  env=env, stdout=log, stderr=subprocess.STDOUT)
-        while "\"boot\"" not in log_path.read_text():
-            time.sleep(0.05)
-        t0 = time.time()
-        by_arrival: dict[float, list[int]] = {}
-        for i, (_, at, _) in enumerate(jobs):
-            if at > 0:
-                by_arrival.setdefault(at, []).append(i)
-        threads = []
-        for at, indices in sorted(by_arrival.items()):
-            def later(at=at, indices=indices):
-                time.sleep(max(0.0, t0 + at - time.time()))
-                send(indices)
-            threads.append(threading.Thread(target=later))
-            threads[-1].start()
-        predictions = []
-        if predict:
-            sampler = threading.Thread(target=_sample_predictions,
-                                       args=(settings, worker, predictions), daemon=True)
-            sampler.start()
-        for th in threads:
-            th.join()
-        worker.wait(600)
-    backends = connect(settings)
-    records = {r.job_id: r for r in backends.jobs.list()}
-    lines = [json.loads(l) for l in log_path.read_text().splitlines() if l.startswith("{")]
-    borrowed = {l["job_id"] for l in lines if l.get("action") == "job_started" and l.get("borrowed")}
-    stop = next(l for l in lines if l.get("action") == "stopped")
+    # The burst is queued before the workers start: it all arrives "at t=0".
+    send([i for i, j in enumerate(jobs) if j.arrival == 0])
+    logs = [workdir / f"worker-{policy}-{tag}-{h}.log" for h in range(hosts)]
+    workers = []
+    for h, path in enumerate(logs):
+        out = open(path, "w")
+        workers.append((subprocess.Popen(
+            [sys.executable, "-m", "imposer", "run", "--exit-when-idle"],
+            env=dict(env, IMPOSER_HOST_ID=f"bench-{h + 1}"), stdout=out,
+            stderr=subprocess.STDOUT), out))
+    while not all("\"boot\"" in p.read_text() for p in logs):
+        time.sleep(0.05)
+    t0 = time.time()
+    later: dict[float, list[int]] = collections.defaultdict(list)
+    for i, j in enumerate(jobs):
+        if j.arrival > 0:
+            later[j.arrival].append(i)
+    threads = []
+    for at, indices in sorted(later.items()):
+        def go(at=at, indices=indices):
+            time.sleep(max(0.0, t0 + at - time.time()))
+            send(indices)
+        threads.append(threading.Thread(target=go))
+        threads[-1].start()
+    latency: dict[str, list[float]] = {"receive": [], "call": []}
+    stop = threading.Event()
+    threading.Thread(target=_probe, daemon=True,
+                     args=(settings, len(jobs), stop, latency)).start()
+    predictions: list = []
+    if predict:
+        threading.Thread(target=_sample_predictions, daemon=True,
+                         args=(settings, workers[0][0], predictions)).start()
+    for th in threads:
+        th.join()
+    for proc, out in workers:
+        proc.wait(900)
+        out.close()
+    stop.set()
+    lines = [json.loads(l) for p in logs for l in p.read_text().splitlines()
+             if l.startswith("{")]
+    calls: collections.Counter = collections.Counter()
+    for stop in (l for l in lines if l.get("action") == "stopped"):
+        calls.update(stop.get("aws_calls", {}))
+    started = {l["job_id"]: _when(l) for l in lines if l.get("action") == "job_started"}
+    child = {l["job_id"]: _when(l) - started[l["job_id"]] for l in lines
+             if l.get("action") == "tool_done" and l.get("job_id") in started}
     return {
-        "records": records, "ids": ids, "t0": t0, "borrowed": borrowed,
-        "calls": stop.get("aws_calls", {}), "predictions": predictions,
+        "records": _records(settings, {j.tenant for j in jobs}), "ids": ids, "t0": t0,
+        "sent": sent,
+        "settings": settings, "calls": dict(calls), "predictions": predictions,
+        "borrowed": {l["job_id"] for l in lines
+                     if l.get("action") == "job_started" and l.get("borrowed")},
         "dispatch_ms": [l["dispatch_ms"] for l in lines if l.get("action") == "job_started"],
         "settle_ms": [l["settle_ms"] for l in lines if l.get("action") == "job_finished"],
+        "latency": {"receive": pct(latency["receive"], 50),
+                    "probe call": pct(latency["call"], 50),
+                    # The parent's own time per call: its settle step is five calls in a row.
+                    "call": pct([l["settle_ms"] for l in lines
+                                 if l.get("action") == "job_finished"], 50) / 1000 / 5},
+        "child": child,
     }
 
 
+def _when(line: dict) -> float:
+    """A log line's wall-clock time (its ``time`` field, local time, milliseconds)."""
+    stamp = datetime.datetime.strptime(line["time"], "%Y-%m-%d %H:%M:%S,%f")
+    return stamp.timestamp()
+
+
+def _records(settings, tenants) -> dict:
+    """Every record of the run, read tenant by tenant through the by-tenant index."""
+    from imposer.worker.wiring import connect
+
+    store = connect(settings).jobs
+    out = {}
+    for tenant in tenants:
+        cursor = None
+        while True:
+            page, cursor = store.for_tenant(tenant, limit=1000, cursor=cursor,
+                                            newest_first=False)
+            out.update({r.job_id: r for r in page})
+            if cursor is None:
+                break
+    return out
+
+
+def _probe(settings, backlog: int, stop: threading.Event, out: dict) -> None:
+    """Time a receive and a DynamoDB call on the stack every 0.25 s while the workers run.
+
+    The receive reads a probe queue holding as many messages as the workload
+    (moto's receive sorts and copies the queue, so its cost grows with it)
+    and gives them straight back (visibility 0); its median is the
+    simulator's ``receive_seconds`` for this run. A call's time as the
+    parent sees it (botocore's own CPU included) comes from the parent's
+    settle step instead (see ``run_fleet``): the environment's speed,
+    measured in the run, never fitted to its outcome.
+    """
+    import boto3
+
+    sqs = boto3.client("sqs", region_name=settings.region)
+    ddb = boto3.client("dynamodb", region_name=settings.region)
+    url = sqs.create_queue(QueueName=f"probe-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    for n in range(0, backlog, 10):
+        sqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(k), "MessageBody": "probe", "MessageGroupId": f"g{k % 3}"}
+            for k in range(min(10, backlog - n))])
+    while not stop.wait(0.25):
+        start = time.perf_counter()
+        sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=4, VisibilityTimeout=0,
+                            WaitTimeSeconds=0)
+        middle = time.perf_counter()
+        ddb.get_item(TableName=settings.tenants_table, Key={"tenant_id": {"S": "probe"}})
+        out["receive"].append(middle - start)
+        out["call"].append(time.perf_counter() - middle)
+
+
 def _sample_predictions(settings, worker, out) -> None:
-    """Every second, ask `why` about each waiting job; keep (job, asked at, predicted)."""
-    from imposer.reports.why import explain
+    """Every second, ask `why` about the five oldest waiting jobs; keep what it predicted."""
+    from imposer.reports.why import investigate
     from imposer.worker.wiring import connect
 
     b = connect(settings)
-    caps = {}
     while worker.poll() is None:
         now = time.time()
-        records = b.jobs.list()
-        leases = b.leases.leases()
-        for r in records:
-            if r.status.value == "queued":
-                answer = explain(r.job_id, r, leases, caps, settings.default_cap, records,
-                                 SLOTS, settings, now)
-                if answer.predicted_start and answer.code in ("at_cap", "pool_full"):
-                    out.append((r.job_id, now, answer.predicted_start, answer.code))
+        for r in b.jobs.open_jobs(("queued",))[:5]:
+            answer = investigate(b.jobs, b.leases, b.tenants, settings, r.tenant_id, r.job_id,
+                                 now)
+            if answer.predicted_start and answer.code in ("at_cap", "pool_full"):
+                out.append((r.job_id, now, answer.predicted_start))
         time.sleep(1.0)
 
 
-def pct(values, q):
-    from imposer.reports.stats import percentile
+# -- the same run, replayed -------------------------------------------------------------------
+def replay(jobs: list[SimJob], result: dict) -> list[SimJob]:
+    """The run's own arrivals (from t0) and each child's run time, as the simulator's input.
 
+    A job arrives when its message is in the queue (its submit returned:
+    the client uploads the artwork first); its wait still counts from its
+    submission (see ``rows_of_schedule``).
+
+    A child runs from its launch to the end of its tool (its ``tool_done``
+    line; the upload after it takes milliseconds here). The record's
+    ``run_seconds`` ends later, when the parent noticed (it may be sitting in
+    a long poll): that delay is the parent's, so the simulator models it
+    rather than replaying it, and perfect delivery does without it.
+    """
+    out = [None] * len(jobs)
+    for job_id, i in result["ids"].items():
+        r = result["records"][job_id]
+        run = result["child"].get(job_id, r.run_seconds)
+        sent = result.get("sent", {}).get(job_id, r.submitted_at)
+        out[i] = SimJob(tenant=r.tenant_id, arrival=max(0.0, sent - result["t0"]),
+                        run=max(0.0, float(run)), fates=fates_of(r), job_id=job_id)
+    return out
+
+
+def submitted(jobs: list[SimJob], result: dict) -> list[float]:
+    """Each replayed job's submission, seconds from t0 (its wait counts from there)."""
+    out = [0.0] * len(jobs)
+    for job_id, i in result["ids"].items():
+        out[i] = result["records"][job_id].submitted_at - result["t0"]
+    return out
+
+
+def policy_of(policy: str, hosts: int, slots: int, latency: dict | None = None) -> Policy:
+    """The run's settings as a simulated policy, with the stack's measured latency."""
+    latency = latency or {}
+    return Policy(hosts=hosts, slots=slots, cap=cap_of(policy, hosts * slots),
+                  borrow=policy == "borrow", reserve=1, fair_queues=policy not in STRICT,
+                  park_seconds=PARK, defer_seconds=DEFER, poll_seconds=POLL,
+                  call_seconds=latency.get("call", 0.0),
+                  receive_seconds=latency.get("receive", 0.0))
+
+
+def replays(jobs: list[SimJob], policy: Policy, slots_total: int, since: list[float],
+            count: int = REPLAYS):
+    """The simulator's figures for a run: the median over replays with run times jittered.
+
+    Parking and hand-off under load can turn on which job happens to end
+    first (a capped tenant whose last job ends while only one slot is free
+    waits for its park window), so one replay is one draw. Each replay
+    scales every run time by a seeded factor within +-3%; the figures are
+    the medians, with how many replays had a park window run out.
+    """
+    figures, stalls, first = [], 0, None
+    for seed in range(count):
+        rng = random.Random(seed)
+        jittered = jobs if seed == 0 else [
+            attrs.evolve(j, run=j.run * (1 + rng.uniform(-JITTER, JITTER))) for j in jobs]
+        schedule = simulate(jittered, policy)
+        first = first or schedule
+        stalls += schedule.counts["park_expired"] > 0
+        figures.append(measure(rows_of_schedule(schedule, since), slots_total))
+    median = {k: statistics.median(f[k] for f in figures) for k in figures[0]}
+    return median, stalls, first
+
+
+def rows_of_run(jobs, result) -> list[tuple]:
+    """(tenant, arrival, start, end, borrowed) per job, seconds from t0."""
+    t0, rows = result["t0"], []
+    for job_id, i in result["ids"].items():
+        r = result["records"][job_id]
+        rows.append((r.tenant_id, r.submitted_at - t0, r.started_at - t0,
+                     r.finished_at - t0, job_id in result["borrowed"]))
+    return rows
+
+
+def rows_by_index(jobs, result) -> list[tuple]:
+    """``rows_of_run`` in the workload's job order, so two runs' rows line up job by job."""
+    t0, rows = result["t0"], [None] * len(jobs)
+    for job_id, i in result["ids"].items():
+        r = result["records"][job_id]
+        rows[i] = (r.tenant_id, r.submitted_at - t0, r.started_at - t0, r.finished_at - t0,
+                   job_id in result["borrowed"])
+    return rows
+
+
+def rows_of_schedule(schedule, since: list[float] | None = None) -> list[tuple]:
+    """(tenant, submitted, start, end, borrowed) per simulated job, as ``rows_of_run``."""
+    borrowed = {a.job for a in schedule.attempts if a.borrowed}
+    return [(j.tenant, j.arrival if since is None else since[i], schedule.first_start[i],
+             schedule.end[i], i in borrowed) for i, j in enumerate(schedule.jobs)]
+
+
+def measure(rows, slots_total: int) -> dict:
+    """The figures compared side by side, computed the same way for real and simulated runs."""
+    quiet = [s - a for t, a, s, e, b in rows if t != NOISY]
+    return {"quiet_p95": pct(quiet, 95), "makespan": max(e for *_, e, b in rows),
+            "util": utilisation(rows, slots_total), "max_noisy": overlap(
+                [(s, e) for t, a, s, e, b in rows if t == NOISY])}
+
+
+def pct(values, q) -> float:
     return percentile(values, q) if values else float("nan")
 
 
-def overlap(spans):
+def overlap(spans) -> int:
     edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans],
                    key=lambda e: (e[0], e[1]))
     held = best = 0
@@ -224,137 +407,325 @@ def overlap(spans):
     return best
 
 
-def summarise(jobs, result) -> dict:
-    recs, ids, t0 = result["records"], result["ids"], result["t0"]
-    rows = []
-    for job_id, i in ids.items():
-        r = recs[job_id]
-        rows.append((i, jobs[i][0], r.started_at - t0, r.finished_at - t0, r.queue_wait,
-                     job_id in result["borrowed"]))
-    quiet = [w for i, t, s, f, w, b in rows if t != NOISY]
-    spans = [(s, f) for i, t, s, f, w, b in rows if t == NOISY]
-    makespan = max(f for i, t, s, f, w, b in rows)
-    busy = sum(f - s for i, t, s, f, w, b in rows)
-    eligible = _eligible_time(rows, jobs)
-    per_job = len(rows)
-    calls = result["calls"]
-    return {
-        "quiet_p95": pct(quiet, 95), "noisy_max_slots": overlap(spans), "makespan": makespan,
-        "util": busy / (SLOTS * eligible) if eligible else float("nan"),
-        "receives": calls.get("sqs.ReceiveMessage", 0) / per_job,
-        "transactions": calls.get("dynamodb.TransactWriteItems", 0) / per_job,
-        "visibility": calls.get("sqs.ChangeMessageVisibility", 0) / per_job,
-        "dispatch_ms": pct(result["dispatch_ms"], 50), "settle_ms": pct(result["settle_ms"], 50),
-        "rows": rows,
-        "predictions": [(j, asked, pred, recs[j].started_at)
-                        for j, asked, pred, code in result["predictions"]
-                        if j in recs and recs[j].started_at],
-    }
-
-
-def _eligible_time(rows, jobs) -> float:
-    """Seconds during which at least SLOTS jobs had arrived and not finished (work eligible)."""
-    edges = []
-    for i, t, s, f, w, b in rows:
-        edges += [(jobs[i][1], 1), (f, -1)]
-    edges.sort()
+def utilisation(rows, slots: int) -> float:
+    """Busy slot-seconds over slot-seconds during which work was eligible (arrived, unfinished)."""
+    busy = sum(e - s for t, a, s, e, b in rows)
+    edges = sorted([(max(0.0, a), 1) for t, a, s, e, b in rows] +
+                   [(e, -1) for t, a, s, e, b in rows])
     total, level, last = 0.0, 0, None
     for at, step in edges:
         if last is not None and level > 0:
-            total += (at - last) * min(level, SLOTS) / SLOTS
+            total += (at - last) * min(level, slots) / slots
         level += step
         last = at
-    return total
+    return busy / (slots * total) if total else float("nan")
 
 
-def borrowed_bound_ok(jobs, rows) -> tuple[bool, float, float]:
-    """No quiet job waits longer than the longest borrowed job running when it arrived."""
-    worst_margin, worst_wait, bound_at_worst = float("inf"), 0.0, 0.0
-    for i, t, s, f, w, b in rows:
+def calls_by_kind(calls: dict, settings, jobs: int) -> dict[str, float]:
+    """AWS calls per job, by kind: the job's path, deletes, and the threads beside it."""
+    kinds: collections.Counter = collections.Counter()
+    for key, n in calls.items():
+        op, _, table = key.partition("@")
+        if op == "sqs.ReceiveMessage":
+            kind = "receive"
+        elif op == "dynamodb.TransactWriteItems":
+            kind = "transaction"
+        elif op == "sqs.ChangeMessageVisibility":
+            kind = "visibility"
+        elif op == "sqs.DeleteMessage":
+            kind = "delete"
+        elif table == settings.waiting_table:
+            kind = {"dynamodb.PutItem": "waiting put", "dynamodb.Query": "waiting query",
+                    "dynamodb.DeleteItem": "waiting delete"}.get(op, "waiting other")
+        elif table == settings.jobs_table and op == "dynamodb.UpdateItem":
+            kind = "job note"
+        elif table == settings.tenants_table and op == "dynamodb.GetItem":
+            kind = "cap read"
+        elif table == settings.leases_table and op == "dynamodb.UpdateItem":
+            kind = "renew"
+        elif op.startswith("s3."):
+            kind = "s3"
+        else:
+            kind = "background"
+        kinds[kind] += n
+    out = {k: kinds[k] / jobs for k in (*PATH_KINDS, *OTHER_KINDS)}
+    out["path"] = sum(out[k] for k in PATH_KINDS)
+    return out
+
+
+def borrow_check(borrow_rows, cap_rows, overhead: float) -> tuple[bool, list]:
+    """What borrowing added to each quiet job's wait, against what it may add.
+
+    Borrowing's promise: the reserve starts a newcomer's first job at once
+    and its further jobs wait at most for the borrowed work running when it
+    arrived. So what borrowing may add to a quiet job's wait is the rest of
+    the longest borrowed job running at its arrival (plus *overhead*). What
+    it did add is the job's wait with borrowing minus the same job's wait
+    without it: waits borrowing did not cause (the tenant's own cap, other
+    tenants' own slots, delivery) are in both and cancel out. Simulated,
+    both schedules come from the same arrivals and run times; measured, from
+    two real runs of the same workload, whose noise the dispatch p95 covers
+    only in part.
+    """
+    out = []
+    for i, (t, a, s, e, b) in enumerate(borrow_rows):
+        if cap_rows[i] is None:
+            continue
         if t == NOISY:
             continue
-        arrive = jobs[i][1]
-        running = [f2 - s2 for i2, t2, s2, f2, w2, b2 in rows if b2 and s2 <= arrive < f2]
-        bound = max(running, default=0.0)
-        margin = bound - w
-        if margin < worst_margin:
-            worst_margin, worst_wait, bound_at_worst = margin, w, bound
-    return worst_margin >= 0, worst_wait, bound_at_worst
+        rest = max((e2 - a for t2, a2, s2, e2, b2 in borrow_rows if b2 and s2 <= a < e2),
+                   default=0.0)
+        added = (s - a) - (cap_rows[i][2] - cap_rows[i][1])
+        out.append((rest + overhead - added, added, rest, s - a))
+    out.sort()
+    return (not out or out[0][0] >= 0), out[:1]
 
 
+# -- speed ------------------------------------------------------------------------------------
+def four_weeks(seed: int = 11, jobs: int = 50_000) -> list[SimJob]:
+    """Four weeks of 50,000 jobs of 40 tenants in working hours: about half of 48 slots busy.
+
+    Five larger tenants send 8% of the jobs each (near their cap of 4 on
+    average, over it in bursts), 35 smaller ones the rest; a third of the
+    jobs come in bursts at 09:00 and 14:00. Run times log-normal, median
+    300 s (mean about 6 minutes).
+    """
+    rng = random.Random(seed)
+    tenants = [f"t{n:02d}" for n in range(40)]
+    weights = [8.0] * 5 + [60 / 35] * 35
+    monday = 1704067200.0  # 2024-01-01 00:00 UTC, a Monday
+    days = [d for d in range(28) if d % 7 < 5]
+    out = []
+    for n in range(jobs):
+        tenant = rng.choices(tenants, weights)[0]
+        day = rng.choice(days)
+        burst = rng.random() < 1 / 3
+        hour = rng.choice((9, 14)) + rng.random() * 0.5 if burst else 8 + rng.random() * 10
+        run = min(max(rng.lognormvariate(0, 0.6), 0.1), 6) * 300
+        out.append(SimJob(tenant=tenant, arrival=monday + day * 86400 + hour * 3600, run=run,
+                          job_id=f"w{n}"))
+    return out
+
+
+def speed() -> list[tuple[str, float, object]]:
+    from imposer.sim.metrics import figures
+
+    jobs = four_weeks()
+    out = []
+    aws = dict(call_seconds=0.02, receive_seconds=0.02)
+    for name, p in (("cap", Policy(hosts=6, slots=8, **aws)),
+                    ("borrow", Policy(hosts=6, slots=8, borrow=True, **aws)),
+                    ("perfect", Policy(hosts=6, slots=8).perfect())):
+        start = time.perf_counter()
+        f = figures(simulate(jobs, p))
+        out.append((name, time.perf_counter() - start, f))
+    return out
+
+
+# -- main -------------------------------------------------------------------------------------
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--median", type=float, default=2.0, help="median run time, seconds")
-    parser.add_argument("--noisy", type=int, default=100)
-    parser.add_argument("--quiet", type=int, default=5)
-    parser.add_argument("--quiet-at", type=float, default=3.0)
-    parser.add_argument("--lone", type=int, default=100, help="jobs of the lone-tenant run")
+    parser.add_argument("--only", help="comma-separated run names (mixed, lone, mixed-2h, "
+                        "lone-2h, long); default all")
+    parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--save", metavar="FILE", help="also keep the runs' results here")
+    parser.add_argument("--load", metavar="FILE", help="report on saved results, run nothing")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
-    jobs = workload(args.seed, args.noisy, args.quiet, args.quiet_at, args.median)
-    lone = workload(args.seed + 1, args.lone, 0, 0, args.median)
+    only = set(args.only.split(",")) if args.only else None
+    runs = [r for r in RUNS if only is None or r[0] in only]
+    workloads = {k: synthetic(spec, median=m, seed=seed) for k, (spec, m, seed) in
+                 WORKLOADS.items()}
+    if args.load:
+        with open(args.load, "rb") as saved:
+            out = pickle.load(saved)
+        report(workloads, out, None if args.skip_speed else speed())
+        return 0
     stack, strict = Stack(), Stack(strict=True)
-    out: dict[str, dict] = {}
+    out = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            work = Path(tmp)
-            for policy in POLICIES:
-                print(f"running {policy} ...", file=sys.stderr, flush=True)
-                where = strict if policy in ("fifo", "cap-strict") else stack
-                out[policy] = summarise(jobs, run_policy(where, jobs, policy, work,
-                                                         predict=policy == "cap"))
-            lone_runs = {}
-            for policy in ("cap", "borrow"):
-                print(f"running lone {policy} ...", file=sys.stderr, flush=True)
-                lone_runs[policy] = summarise(lone, run_policy(stack, lone, policy, work))
+            for name, wl, policy, hosts, slots in runs:
+                print(f"running {name} {policy} ...", file=sys.stderr, flush=True)
+                started = time.time()
+                result = run_fleet(strict if policy in STRICT else stack, workloads[wl],
+                                   policy, hosts, slots, WORKLOADS[wl][1], Path(tmp),
+                                   predict=(name, policy) == ("mixed", "cap"))
+                print(f"  {time.time() - started:.0f}s", file=sys.stderr, flush=True)
+                out.append((name, wl, policy, hosts, slots, result))
     finally:
         stack.close()
         strict.close()
-    waits, ideal_makespan = ideal(jobs)
-    ideal_quiet = [w for i, w in waits.items() if jobs[i][0] != NOISY]
-    ideal_spans = [(waits[i] + jobs[i][1], waits[i] + jobs[i][1] + jobs[i][2])
-                   for i in waits if jobs[i][0] == NOISY]
-    report(args, jobs, out, ideal_quiet, ideal_spans, ideal_makespan, lone_runs)
+    if args.save:
+        with open(args.save, "wb") as saved:
+            pickle.dump(out, saved)
+    report(workloads, out, None if args.skip_speed else speed())
     return 0
 
 
-def report(args, jobs, out, ideal_quiet, ideal_spans, ideal_makespan, lone_runs) -> None:
-    noisy_work = sum(d for t, _, d in jobs if t == NOISY)
-    print(f"\nworkload: {args.noisy} noisy jobs at t=0 ({noisy_work:.0f} slot-s), 2 x "
-          f"{args.quiet} quiet jobs at t={args.quiet_at:g}s; run times log-normal, median "
-          f"{args.median:g}s, seed {args.seed}; {SLOTS} slots; deferral 1 s\n")
-    head = (f"{'policy':10} {'quiet p95 wait':>15} {'noisy max slots':>16} {'util (eligible)':>16} "
-            f"{'makespan':>9} {'recv/job':>9} {'txn/job':>8} {'vis/job':>8} "
-            f"{'dispatch p50':>13} {'settle p50':>11}")
-    print(head)
-    for policy in POLICIES:
-        r = out[policy]
-        print(f"{policy:10} {r['quiet_p95']:>14.2f}s {r['noisy_max_slots']:>16} "
-              f"{r['util']:>15.0%} {r['makespan']:>8.1f}s {r['receives']:>9.2f} "
-              f"{r['transactions']:>8.2f} {r['visibility']:>8.2f} {r['dispatch_ms']:>11.1f}ms "
-              f"{r['settle_ms']:>9.1f}ms")
-    iq = pct(ideal_quiet, 95)
-    print(f"{'ideal':10} {iq:>14.2f}s {overlap(ideal_spans):>16} {'100%':>16} "
-          f"{ideal_makespan:>8.1f}s {'(offline)':>9}")
-    cap, fifo, borrow = out["cap"], out["fifo"], out["borrow"]
-    print(f"\nquiet p95 wait ratios: cap/fifo {cap['quiet_p95'] / fifo['quiet_p95']:.2f}   "
-          f"cap/ideal {cap['quiet_p95'] / iq:.2f}   borrow/ideal {borrow['quiet_p95'] / iq:.2f} "
-          f"(target <= 1.25)")
-    ok, wait, bound = borrowed_bound_ok(jobs, borrow["rows"])
-    print(f"borrow: worst quiet wait {wait:.2f}s vs longest borrowed job running at its arrival "
-          f"{bound:.2f}s: {'ok' if ok else 'EXCEEDED'}")
-    lc, lb = lone_runs["cap"], lone_runs["borrow"]
-    print(f"lone heavy tenant ({args.lone} jobs): makespan cap {lc['makespan']:.1f}s, borrow "
-          f"{lb['makespan']:.1f}s, ratio {lb['makespan'] / lc['makespan']:.2f} (target <= 0.62; "
-          f"bound 4/7 = 0.57); max slots cap {lc['noisy_max_slots']}, borrow "
-          f"{lb['noisy_max_slots']}")
-    preds = cap.get("predictions") or []
-    if preds:
-        errors = [abs(pred - actual) for _, _, pred, actual in preds]
-        print(f"imposer why on the cap run: {len(errors)} predictions of waiting jobs; start "
-              f"error p50 {pct(errors, 50):.2f}s, p90 {pct(errors, 90):.2f}s "
-              f"(median run time {args.median:g}s)")
+def report(workloads, out, speeds) -> None:
+    print("\nworkloads (seconds; deferral 1 s, park window 300 s, heartbeat = median run):")
+    for k, (spec, m, seed) in WORKLOADS.items():
+        work = sum(j.run for j in workloads[k])
+        print(f"  {k:5} {spec:28} median {m:g}s seed {seed}: {len(workloads[k])} jobs, "
+              f"{work:.0f} slot-s")
+    print(f"\n{'run':9} {'policy':10} {'':8} {'quiet p95':>9} {'makespan':>9} {'util':>5} "
+          f"{'noisy max':>9}  {'ratios (p95, makespan, util)':>28}")
+    table, measured = [], {}
+    for name, wl, policy, hosts, slots, result in out:
+        total = hosts * slots
+        jobs = replay(workloads[wl], result)
+        p = policy_of(policy, hosts, slots, result["latency"])
+        real = measure(rows_of_run(workloads[wl], result), total)
+        since = submitted(jobs, result)
+        sim, stalls, sim_s = replays(jobs, p, total, since)
+        perfect_s = simulate(jobs, p.perfect())
+        perfect = measure(rows_of_schedule(perfect_s, since), total)
+        measured[(name, policy)] = (real, sim, perfect, result, jobs, sim_s, perfect_s, stalls)
+        table.append((name, policy, real, sim))
+        for label, m in (("real", real), ("sim", sim), ("perfect", perfect)):
+            ratios = ""
+            if label != "perfect":
+                ref, what = (perfect, "/perfect") if label == "real" else (real, "/real")
+                ratios = " ".join(f"{ratio(m[k], ref[k]):>5}"
+                                  for k in ("quiet_p95", "makespan", "util")) + f" {what:8}"
+                if label == "sim" and stalls:
+                    ratios += f"  ({stalls}/{REPLAYS} replays waited out a park window)"
+            print(f"{name if label == 'real' else '':9} {policy if label == 'real' else '':10} "
+                  f"{label:8} {fmt(m['quiet_p95']):>9} {m['makespan']:>8.1f}s "
+                  f"{m['util']:>5.0%} {m['max_noisy']:>9}  {ratios:>28}")
+    targets(measured)
+    calls(out, workloads)
+    overhead(out)
+    validation(table)
+    extras(measured, workloads)
+    if speeds:
+        print("\nsimulator speed, four weeks of 50,000 jobs of 40 tenants on 6 hosts x 8 slots "
+              "(target < 5 s per variant):")
+        for name, seconds, f in speeds:
+            print(f"  {name:8} {seconds:5.2f}s ({seconds / 5:.2f}x of target): util "
+                  f"{f.utilisation:.0%}, {f.slow_share:.1%} of starts waited > 3 min, quiet "
+                  f"p95 {fmt(f.quiet.p95)}, verdict {f.verdict.text}")
+
+
+def ratio(a, b) -> str:
+    if a != a or b != b or not b:
+        return "-"
+    return f"{a / b:.2f}"
+
+
+def fmt(seconds) -> str:
+    return "-" if seconds != seconds else f"{seconds:.2f}s"
+
+
+def targets(measured) -> None:
+    print("\ntargets (real run against perfect delivery from the same arrivals and run times):")
+    for key, bound, what in ((("lone", "cap"), 1.10, "lone heavy tenant, cap, 1 host: makespan"),
+                             (("lone-2h", "cap"), 1.15,
+                              "lone heavy tenant, cap, 2 hosts: makespan"),
+                             (("mixed", "cap"), 1.25, "mixed, cap: quiet p95 wait"),
+                             (("mixed-2h", "cap"), 1.25, "mixed, cap, 2 hosts: quiet p95 wait")):
+        if key not in measured:
+            continue
+        real, sim, perfect, *_ = measured[key]
+        field = "makespan" if "makespan" in what else "quiet_p95"
+        r = real[field] / perfect[field]
+        print(f"  {what:46} {real[field]:7.2f}s vs {perfect[field]:6.2f}s = {r:.2f}x "
+              f"(target <= {bound:.2f}): {'met' if r <= bound else 'NOT MET'}")
+    if ("mixed", "cap") in measured and ("mixed", "fifo") in measured:
+        cap, fifo = measured[("mixed", "cap")][0], measured[("mixed", "fifo")][0]
+        print(f"  mixed quiet p95 wait cap/fifo {cap['quiet_p95'] / fifo['quiet_p95']:.2f}")
+    if ("lone", "cap") in measured and ("lone", "borrow") in measured:
+        lc, lb = measured[("lone", "cap")][0], measured[("lone", "borrow")][0]
+        print(f"  lone heavy tenant: makespan borrow/cap {lb['makespan'] / lc['makespan']:.2f} "
+              f"(bound 4/7 = 0.57); max slots cap {lc['max_noisy']}, borrow {lb['max_noisy']}")
+
+
+def calls(out, workloads) -> None:
+    print("\nAWS calls per job by kind (all hosts' stop logs; 'path' = recv + txn + vis + the "
+          "parking's waiting-table put/query/delete and job note; target <= 4 under the cap):")
+    kinds = (*PATH_KINDS, *OTHER_KINDS)
+    short = {"receive": "recv", "transaction": "txn", "visibility": "vis", "waiting put": "w.put",
+             "waiting query": "w.query", "waiting delete": "w.del", "job note": "note",
+             "cap read": "cap-get", "delete": "delete", "s3": "s3", "renew": "renew",
+             "background": "threads"}
+    print(f"  {'run':9} {'policy':10} " + " ".join(f"{short[k]:>7}" for k in kinds)
+          + f" {'path':>6}")
+    for name, wl, policy, hosts, slots, result in out:
+        c = calls_by_kind(result["calls"], result["settings"], len(workloads[wl]))
+        mark = ""
+        if policy in ("cap", "cap-strict", "borrow"):
+            mark = "  met" if c["path"] <= 4 else "  NOT MET"
+        print(f"  {name:9} {policy:10} " + " ".join(f"{c[k]:>7.2f}" for k in kinds)
+              + f" {c['path']:>6.2f}{mark}")
+
+
+def overhead(out) -> None:
+    print("\nparent overhead per job, ms (receive to child start = dispatch_ms; child end to "
+          "message settled = settle_ms; targets p50 < 50, p95 < 200); 'noticed': how long "
+          "after its tool ended the parent collected a child (record run time - child's), "
+          "p50/p90:")
+    for name, wl, policy, hosts, slots, result in out:
+        d, s = result["dispatch_ms"], result["settle_ms"]
+        recs = result["records"]
+        lag = [1000 * (recs[j].run_seconds - c) for j, c in result["child"].items()
+               if j in recs and recs[j].run_seconds is not None]
+        ok = pct(d, 50) < 50 and pct(d, 95) < 200 and pct(s, 50) < 50 and pct(s, 95) < 200
+        lat = result["latency"]
+        print(f"  {name:9} {policy:10} dispatch p50 {pct(d, 50):6.1f} p95 {pct(d, 95):6.1f}   "
+              f"settle p50 {pct(s, 50):6.1f} p95 {pct(s, 95):6.1f}  {'met' if ok else 'NOT MET':7}"
+              f"  noticed {pct(lag, 50):4.0f}/{pct(lag, 90):4.0f}  receive "
+              f"{1000 * lat['receive']:5.1f}, call {1000 * lat['call']:5.1f} "
+              f"(probe {1000 * lat['probe call']:4.1f})")
+
+
+def validation(table) -> None:
+    print("\nsimulated vs measured (fifo, cap, borrow; target: every ratio within 0.85-1.15):")
+    for name, policy, real, sim in table:
+        if policy not in ("fifo", "cap", "borrow") or name.endswith("2h") or name == "lone":
+            continue
+        cells = []
+        for k in ("quiet_p95", "util", "makespan"):
+            r = sim[k] / real[k] if real[k] == real[k] and real[k] else float("nan")
+            cells.append(f"{k} {r:.2f}{'' if 0.85 <= r <= 1.15 else ' (off)'}")
+        print(f"  {name:6} {policy:7} " + "   ".join(cells))
+
+
+def extras(measured, workloads) -> None:
+    if ("mixed", "borrow") in measured and ("mixed", "cap") in measured:
+        result, jobs = measured[("mixed", "borrow")][3:5]
+        since = submitted(jobs, result)
+        lent = rows_of_schedule(simulate(jobs, policy_of("borrow", 1, 8, result["latency"])),
+                                since)
+        capped = rows_of_schedule(simulate(jobs, policy_of("cap", 1, 8, result["latency"])),
+                                  since)
+        ok, worst = borrow_check(lent, capped, 0.0)
+        real_ok, real_worst = borrow_check(
+            rows_by_index(workloads["mixed"], result),
+            rows_by_index(workloads["mixed"], measured[("mixed", "cap")][3]),
+            pct(result["dispatch_ms"], 95) / 1000)
+        for label, verdict, rows in (("simulated", ok, worst), ("measured", real_ok, real_worst)):
+            if rows:
+                margin, added, rest, wait = rows[0]
+                print(f"{'' if label == 'measured' else chr(10)}borrow check, {label}: the "
+                      f"tightest quiet job's wait {wait:.2f}s, {added:+.2f}s against the same "
+                      f"job without borrowing; borrowed work running at its arrival had "
+                      f"{rest:.2f}s left: {'ok' if verdict else 'EXCEEDED'} "
+                      f"(margin {margin:.2f}s)")
+    if ("mixed", "cap") in measured:
+        result = measured[("mixed", "cap")][3]
+        preds = [(pred, result["records"][j].started_at) for j, _, pred in result["predictions"]
+                 if j in result["records"] and result["records"][j].started_at]
+        if preds:
+            errors = [abs(p - a) for p, a in preds]
+            print(f"imposer why on the mixed cap run: {len(errors)} predictions of waiting jobs; "
+                  f"start error p50 {pct(errors, 50):.2f}s, p90 {pct(errors, 90):.2f}s")
+    print("\nthe simulator's parent for each cap run (first replay): parks, hand-offs, park "
+          "windows that ran out before a hand-off")
+    for (name, policy), m in measured.items():
+        if policy in ("cap", "cap-strict", "borrow"):
+            c = m[5].counts
+            print(f"  {name:9} {policy:10} {c['parked']:4} parks {c['handed_off']:4} hand-offs "
+                  f"{c['park_expired']:4} ran out; {m[7]}/{REPLAYS} replays had one run out")
 
 
 if __name__ == "__main__":

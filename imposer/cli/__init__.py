@@ -58,12 +58,13 @@ def main() -> None:
 
 
 def _register() -> None:
-    from imposer.cli import doctor, engine, operator, reports, tools, worker
+    from imposer.cli import doctor, engine, operator, reports, simulate, tools, worker
 
     for command in (worker.run, worker.sweep, worker.init, worker.local,
                     operator.leases, operator.tenants, operator.webhooks, reports.jobs,
                     reports.why, reports.stats, reports.capacity, reports.fetch, tools.submit,
-                    tools.demo, engine.layouts_command, engine.impose_command, doctor.doctor):
+                    tools.demo, engine.layouts_command, engine.impose_command, doctor.doctor,
+                    simulate.simulate):
         main.add_command(command)
 
 

@@ -284,4 +284,9 @@ def run_capacity(settings: Settings, window_seconds: float | None,
             echo(line)
         if chart_path:
             echo(f"\nchart written to {chart_path}")
+    # -- at capacity: how much would more slots help? (imposer simulate) ----------------------
+    if verdict.at_capacity and not as_json:
+        from imposer.cli.simulate import capacity_outlook
+
+        capacity_outlook(settings, backends, rows, verdict, now, echo)
     return verdict

@@ -1,0 +1,222 @@
+"""The simulator against schedules computed by hand, in virtual time."""
+
+from __future__ import annotations
+
+import pytest
+
+from imposer.errors import ConfigError
+from imposer.sim.engine import Policy, simulate
+from imposer.sim.workload import SimJob
+
+
+def jobs(*specs) -> list[SimJob]:
+    """``("acme", at, run)`` or ``("acme", at, run, fates)`` tuples as jobs, named in order."""
+    out = []
+    for n, spec in enumerate(specs):
+        tenant, at, run, *fates = spec
+        out.append(SimJob(tenant=tenant, arrival=at, run=run, job_id=f"{tenant}{n}",
+                          **({"fates": fates[0]} if fates else {})))
+    return out
+
+
+def starts(schedule) -> list[float | None]:
+    return list(schedule.first_start)
+
+
+def concurrency(schedule, tenant: str | None = None) -> int:
+    edges = sorted([(a.start, 1) for a in schedule.attempts
+                    if tenant is None or schedule.jobs[a.job].tenant == tenant] +
+                   [(a.end, -1) for a in schedule.attempts
+                    if tenant is None or schedule.jobs[a.job].tenant == tenant],
+                   key=lambda e: (e[0], e[1]))
+    level = best = 0
+    for _, step in edges:
+        level += step
+        best = max(best, level)
+    return best
+
+
+class TestTheCap:
+    def test_a_capped_backlog_runs_one_after_another(self):
+        """Cap 1 on two slots: each job starts as the one before it ends (hand-off)."""
+        s = simulate(jobs(("a", 0, 10), ("a", 0, 10), ("a", 0, 10)),
+                     Policy(slots=2, cap=1, park_seconds=300))
+        assert starts(s) == [0, 10, 20]
+        assert (s.counts["parked"], s.counts["handed_off"], s.counts["park_expired"]) == (2, 2, 0)
+
+    def test_no_tenant_above_its_cap_across_hosts(self):
+        """The cap is one counter for the fleet: two hosts of 4 still run 4 of a lone tenant."""
+        s = simulate(jobs(*[("a", 0, 1 + n % 3) for n in range(30)]),
+                     Policy(hosts=2, slots=4, cap=4))
+        assert concurrency(s, "a") == 4
+        assert all(x == "succeeded" for x in s.status)
+
+    def test_hand_off_keeps_a_slot_free_for_the_queue(self):
+        """A freed slot that is the only free one is not handed off: the parked job waits.
+
+        a's second job is parked at t=0; when a's first job ends at t=10, b's
+        long job holds the other slot, so the slot stays for the queue and the
+        parked job only comes back when its park window ends (t=300).
+        """
+        s = simulate(jobs(("a", 0, 10), ("a", 0, 10), ("b", 1, 30)),
+                     Policy(slots=2, cap=1, park_seconds=300))
+        assert starts(s) == [0, 300, 1]
+        assert (s.counts["handed_off"], s.counts["park_expired"]) == (0, 1)
+
+    def test_perfect_delivery_refills_at_once(self):
+        """With instant delivery the same workload starts a's second job the moment it may."""
+        s = simulate(jobs(("a", 0, 10), ("a", 0, 10), ("b", 1, 30)),
+                     Policy(slots=2, cap=1).perfect())
+        assert starts(s) == [0, 10, 1]
+
+    def test_perfect_delivery_keeps_a_lone_tenant_at_its_cap(self):
+        """Work-conserving within the cap: a lone backlog always holds all of its slots."""
+        s = simulate(jobs(*[("a", 0, 1 + (n * 7) % 5) for n in range(40)]),
+                     Policy(slots=8, cap=3).perfect())
+        for a in s.attempts:
+            running = sum(1 for b in s.attempts if b.start <= a.start < b.end)
+            assert running == 3 or a.start >= max(b.start for b in s.attempts)
+        assert concurrency(s) == 3
+
+    def test_a_paused_tenant_never_starts(self):
+        """Cap 0 holds a tenant's jobs back without taking slots from the others."""
+        s = simulate(jobs(("a", 0, 5), ("p", 0, 5), ("a", 0, 5)),
+                     Policy(slots=1, cap=4, caps={"p": 0}, defer_seconds=30))
+        assert s.status == ("succeeded", "paused", "succeeded")
+        assert starts(s) == [0, None, 5]
+
+
+class TestDelivery:
+    WORK = (("noisy", 0, 10), ("noisy", 0, 20), ("noisy", 0, 10), ("quiet", 1, 5))
+
+    def test_fair_queues_deliver_the_quieter_group_first(self):
+        """At t=10 noisy has a job in flight and quiet none: quiet's message comes first."""
+        s = simulate(jobs(*self.WORK), Policy(slots=2, cap=8, fair_queues=True))
+        assert starts(s) == [0, 0, 15, 10]
+
+    def test_strict_order_serves_the_backlog_first(self):
+        """The same on a strictly ordered queue: quiet waits behind noisy's third job."""
+        s = simulate(jobs(*self.WORK), Policy(slots=2, cap=8, fair_queues=False))
+        assert starts(s) == [0, 0, 10, 20]
+
+
+class TestBorrowing:
+    def test_a_lone_tenant_borrows_all_but_the_reserve(self):
+        """Cap 2 on 4 slots with a reserve of 1: three run at once, with instant delivery."""
+        s = simulate(jobs(*[("a", 0, 10) for _ in range(6)]),
+                     Policy(slots=4, cap=2, borrow=True, reserve=1).perfect())
+        assert starts(s) == [0, 0, 0, 10, 10, 10]
+        assert sum(a.borrowed for a in s.attempts) == 2
+
+    def test_without_borrowing_the_cap_idles_slots(self):
+        """The same without borrowing takes three rounds."""
+        s = simulate(jobs(*[("a", 0, 10) for _ in range(6)]),
+                     Policy(slots=4, cap=2, borrow=False).perfect())
+        assert starts(s) == [0, 0, 10, 10, 20, 20]
+
+    def test_nobody_borrows_while_a_tenant_below_its_cap_waits(self):
+        """c's failed job waits for its retry below c's cap: a may not borrow meanwhile.
+
+        At t=0 nobody waits, so a borrows two slots; at t=10 c's job is
+        retrying (a retrying record, c below its cap), so a starts only its
+        own job.
+        """
+        s = simulate(jobs(("c", 0, 10, ("retry", "succeeded")),
+                          *[("a", 0, 10) for _ in range(7)]),
+                     Policy(slots=4, cap=1, borrow=True, reserve=0, retry_seconds=100).perfect())
+        at = {t: [a.borrowed for a in s.attempts if a.start == t] for t in (0, 10)}
+        assert at == {0: [False, False, True, True], 10: [False]}
+
+    def test_a_freed_borrowed_slot_is_not_handed_off(self):
+        """a's borrowed jobs end at t=10 but a still holds its cap: its parked work waits.
+
+        The hand-off acquires within the cap, so the parked jobs start only
+        when a's own job ends (t=50), while with instant delivery the freed
+        slots are borrowed again at once.
+        """
+        work = jobs(("a", 0, 50), *[("a", 0, 10) for _ in range(4)])
+        parked = simulate(work, Policy(slots=4, cap=1, borrow=True, reserve=1))
+        assert starts(parked) == [0, 0, 0, 50, 60]
+        instant = simulate(work, Policy(slots=4, cap=1, borrow=True, reserve=1).perfect())
+        assert starts(instant) == [0, 0, 0, 10, 10]
+
+
+class TestRetries:
+    def test_a_counted_failure_comes_back_after_the_backoff(self):
+        """retry_seconds 5: the second attempt starts 5 s after the first ends."""
+        s = simulate(jobs(("a", 0, 10, ("retry", "succeeded"))),
+                     Policy(retry_seconds=5, max_attempts=3))
+        assert [(a.start, a.end) for a in s.attempts] == [(0, 10), (15, 25)]
+        assert s.status == ("succeeded",)
+
+    def test_the_backoff_doubles(self):
+        """Failures 1 and 2 wait 5 s and 10 s."""
+        s = simulate(jobs(("a", 0, 10, ("retry", "retry", "succeeded"))),
+                     Policy(retry_seconds=5, max_attempts=3))
+        assert [a.start for a in s.attempts] == [0, 15, 35]
+
+    def test_the_last_counted_failure_dead_letters(self):
+        """max_attempts 2: the second counted failure ends the job as dead."""
+        s = simulate(jobs(("a", 0, 10, ("retry",))), Policy(retry_seconds=5, max_attempts=2))
+        assert s.status == ("dead",) and len(s.attempts) == 2
+
+    def test_a_licence_retry_waits_the_deferral_and_is_not_counted(self):
+        """A requeue comes back after the deferral and never dead-letters."""
+        s = simulate(jobs(("a", 0, 10, ("requeue", "requeue", "succeeded"))),
+                     Policy(defer_seconds=30, max_attempts=1))
+        assert [a.start for a in s.attempts] == [0, 40, 80]
+        assert s.status == ("succeeded",)
+
+
+class TestPolicyValues:
+    def test_negative_values_are_refused(self):
+        """A fleet of no slots or a negative delay is a mistake, said in words."""
+        with pytest.raises(ConfigError):
+            Policy(slots=0)
+        with pytest.raises(ConfigError):
+            Policy(park_seconds=-1)
+
+    def test_tier_caps_override_the_default(self):
+        """``caps`` is per tenant; others have the default."""
+        p = Policy(cap=4, caps={"big": 6})
+        assert (p.cap_of("big"), p.cap_of("small")) == (6, 4)
+
+
+class TestTheParentsTime:
+    def test_parking_a_backlog_takes_aws_time(self):
+        """0.1 s a call: an acquire is 2 calls, a park 3; the memo spares the acquires after.
+
+        The first job starts when its acquire commits (0.2 s); the second is
+        found at cap (0.4 s) and parked (0.7 s); the memo then parks the next
+        three without asking, one receive each, by 1.6 s.
+        """
+        s = simulate(jobs(*[("a", 0, 10) for _ in range(5)]),
+                     Policy(slots=2, cap=1, call_seconds=0.1, defer_seconds=30))
+        assert s.first_start[0] == pytest.approx(0.2)
+        receives, acquires, parks = 4, 2 * 2, 4 * 3
+        settles, wakes = 5 * 5, 4 * (1 + 2) + 1  # four hand-offs, then no note left
+        assert s.counts["parked"] == 4
+        assert s.counts["calls"] == receives + acquires + parks + settles + wakes
+        # job 0 ends at 10.2; its release (0.1 s), the rest of its settle (0.4 s), the
+        # note query (0.1 s) and the hand-off's acquire (0.2 s) come before job 1 starts
+        assert s.first_start[1] == pytest.approx(10.2 + 0.1 + 0.4 + 0.1 + 0.2)
+
+    def test_a_long_poll_does_not_see_a_child_finish(self):
+        """With free slots and nothing to receive the parent polls; a job ending meanwhile
+        is settled, and its slot handed off, when the poll returns."""
+        work = jobs(("a", 0, 2.5), ("a", 0, 2.5))
+        polled = simulate(work, Policy(slots=2, cap=1, poll_seconds=1))
+        assert polled.first_start == (0, 3.0)
+        assert simulate(work, Policy(slots=2, cap=1)).first_start == (0, 2.5)
+
+    def test_hosts_decide_in_turn(self):
+        """Two hosts receive at once; each acquire reads the counter as its commit finds it.
+
+        Host 1 takes jobs 0 and 1, host 2 jobs 2 and 3; their acquires
+        alternate, so under a cap of 2 each host starts one and parks one.
+        """
+        s = simulate(jobs(*[("a", 0, 10) for _ in range(4)]),
+                     Policy(hosts=2, slots=2, cap=2, call_seconds=0.1))
+        started = sorted((a.start, a.host) for a in s.attempts if a.start < 1)
+        assert [h for _, h in started] in ([0, 1], [1, 0])
+        assert s.counts["parked"] == 2

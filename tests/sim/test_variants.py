@@ -1,0 +1,105 @@
+"""Variants side by side, the smallest slot count, and rules shared with the worker."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from imposer.sim import engine
+from imposer.sim.engine import Policy, simulate
+from imposer.sim.variants import Grid, Runner
+from imposer.sim.workload import SimJob
+from imposer.worker import policy as rules
+from tests.sim.test_metrics import four_weeks
+
+
+class TestGrid:
+    def test_one_policy_per_combination(self):
+        """Reserve values multiply only the borrowing rows."""
+        grid = Grid(hosts=(1, 2), slots=(8, 10), borrow=(True, False), reserve=(0, 1, 2))
+        policies = grid.policies()
+        assert len(policies) == 2 * 2 * (3 + 1)
+        assert {p.reserve for p in policies if not p.borrow} == {0}
+
+    def test_the_base_carries_shared_settings(self):
+        """Park window, deferral and tier caps come from the base policy into every row."""
+        base = Policy(park_seconds=60, caps={"big": 6})
+        assert {(p.park_seconds, p.caps) for p in Grid(base=base, slots=(8, 9)).policies()} \
+            == {(60, (("big", 6),))}
+
+
+class TestSmallestSlots:
+    def test_the_rule_flips_once_at_the_answer(self):
+        """The answer is not at capacity, and one slot fewer is."""
+        runner = Runner(four_weeks({d: 9 for d in range(28)}))
+        base = Policy(slots=8, cap=8)
+        least = runner.smallest_slots(base)
+        assert least is not None and least > 8
+        assert not runner.at_capacity(attrs.evolve(base, slots=least))
+        assert runner.at_capacity(attrs.evolve(base, slots=least - 1))
+
+    def test_a_fleet_within_capacity_may_shrink(self):
+        """Half-used slots: fewer slots still meet the rule."""
+        runner = Runner(four_weeks({d: 4 for d in range(28)}))
+        least = runner.smallest_slots(Policy(slots=8, cap=8))
+        assert least is not None and least < 8
+
+    def test_rows_carry_figures_and_the_answer(self):
+        """One row per variant, each with its figures and its smallest slot count."""
+        runner = Runner(four_weeks({d: 9 for d in range(28)}))
+        rows = runner.rows(Grid(base=Policy(cap=8), slots=(8, 12)))
+        assert [r.figures.policy.slots for r in rows] == [8, 12]
+        assert rows[0].figures.verdict.at_capacity and not rows[1].figures.verdict.at_capacity
+        assert rows[0].min_slots == rows[1].min_slots
+        assert rows[0].to_dict()["min_slots"] == rows[0].min_slots
+
+
+class TestSharedRules:
+    """The simulator decides with the worker's own functions, so it cannot drift from them."""
+
+    WORK = [SimJob(tenant="a", arrival=0, run=10), SimJob(tenant="a", arrival=0, run=10),
+            SimJob(tenant="b", arrival=1, run=30)]
+
+    def test_the_hand_off_rule_is_the_workers(self, monkeypatch):
+        """Change the worker's hand-off rule and the simulated schedule changes with it."""
+        before = simulate(self.WORK, Policy(slots=2, cap=1)).first_start
+        monkeypatch.setattr(rules, "may_hand_off", lambda free: free >= 1)
+        after = simulate(self.WORK, Policy(slots=2, cap=1)).first_start
+        assert (before[1], after[1]) == (300, 10)
+
+    def test_the_cap_check_is_the_workers(self, monkeypatch):
+        """A cap rule that lets one more job in shows up as one more job at once."""
+        monkeypatch.setattr(rules, "may_take_own_slot",
+                            lambda inflight, cap: cap > 0 and inflight <= cap)
+        s = simulate([SimJob(tenant="a", arrival=0, run=10) for _ in range(4)],
+                     Policy(slots=4, cap=1).perfect())
+        assert s.first_start == (0, 0, 10, 10)
+
+    def test_retry_backoff_and_dead_lettering_are_the_workers(self, monkeypatch):
+        """The retry delay and the dead-letter test come from worker.policy."""
+        monkeypatch.setattr(rules, "retry_delay", lambda base, failures: 1.0)
+        monkeypatch.setattr(rules, "is_dead", lambda failures, most: failures >= 2)
+        s = simulate([SimJob(tenant="a", arrival=0, run=10, fates=("retry",))],
+                     Policy(retry_seconds=100, max_attempts=9))
+        assert [a.start for a in s.attempts] == [0, 11] and s.status == ("dead",)
+
+    def test_the_engine_imports_the_worker_module(self):
+        """The module the engine calls is the worker's policy, not a copy."""
+        assert engine.rules is rules
+
+    @pytest.mark.parametrize("name", ["may_take_own_slot", "why_not_borrow", "may_hand_off",
+                                      "oldest_first", "retry_delay", "is_dead"])
+    def test_every_rule_is_called(self, monkeypatch, name):
+        """Each of the worker's six rules is called by a simulation that needs it."""
+        calls = []
+        real = getattr(rules, name)
+
+        def spy(*args, **kwargs):
+            calls.append(name)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(rules, name, spy)
+        work = [SimJob(tenant="a", arrival=0, run=10, fates=("retry", "succeeded"))
+                for _ in range(4)] + [SimJob(tenant="b", arrival=1, run=5)]
+        simulate(work, Policy(slots=4, cap=1, borrow=True, reserve=1))
+        assert calls
