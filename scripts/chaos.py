@@ -20,6 +20,7 @@ The short seeded run in CI is ``tests/chaos/test_chaos.py``.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +29,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import attrs  # noqa: E402
+
 from tests.fixtures.chaos import FAULT_KINDS, Config, Timing, run  # noqa: E402
+
+
+def checkout(rev: str, workdir: Path) -> Path:
+    """Extract *rev* of this repository into the workdir; return where."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    src = workdir / f"imposer-{commit}"
+    src.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    print(f"hosts run imposer {commit} ({rev}) from {src}", flush=True)
+    return src
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="name:cap,... (default %(default)s)")
     parser.add_argument("--kinds", default=",".join(FAULT_KINDS),
                         help="fault kinds to draw from, comma-separated (default: all)")
+    parser.add_argument("--aws", default="",
+                        help="aim AWS faults at these only: sqs, dynamodb, s3 or "
+                             "service.Operation, comma-separated (default: anything)")
+    parser.add_argument("--aws-seconds", default="1,5",
+                        help="length of an AWS fault window, min,max (default %(default)s)")
     parser.add_argument("--every", default="1.5,3.5",
                         help="seconds between faults, min,max (default %(default)s)")
     parser.add_argument("--backlog", type=int, default=None,
@@ -52,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default=None, help="keep logs here (default: a temp dir)")
     parser.add_argument("--endpoint", default=None, help="use this running `imposer local`")
     parser.add_argument("--list-faults", action="store_true", help="print every fault injected")
+    parser.add_argument("--imposer-rev", default=None,
+                        help="run the hosts on this git revision of imposer (checked out with "
+                             "git archive into the workdir) instead of this tree")
     args = parser.parse_args(argv)
 
     kinds = tuple(k for k in args.kinds.split(",") if k)
@@ -61,14 +85,18 @@ def main(argv: list[str] | None = None) -> int:
     tenants = tuple((name, int(cap)) for name, cap in
                     (part.split(":") for part in args.tenants.split(",")))
     low, high = (float(x) for x in args.every.split(","))
+    aws_low, aws_high = (float(x) for x in args.aws_seconds.split(","))
     config = Config(
         seed=args.seed, faults=args.faults, hosts=args.hosts, slots=args.slots, tenants=tenants,
         fault_every=(low, high), kinds=kinds,
+        aws_targets=tuple(t for t in args.aws.split(",") if t), aws_seconds=(aws_low, aws_high),
         backlog=args.backlog or int(1.5 * args.hosts * args.slots),
         settle_seconds=args.settle,
         timing=Timing(heartbeat=args.heartbeat, lease_ttl=args.lease_ttl))
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="imposer-chaos-"))
     print(f"workdir {workdir}", flush=True)
+    if args.imposer_rev:
+        config = attrs.evolve(config, imposer_src=str(checkout(args.imposer_rev, workdir)))
     began = time.monotonic()
     report = run(config, workdir, args.endpoint,
                  progress=lambda text: print(f"  {text}", flush=True))
