@@ -20,7 +20,6 @@ The short seeded run in CI is ``tests/chaos/test_chaos.py``.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,19 +31,7 @@ sys.path.insert(0, str(ROOT))
 import attrs  # noqa: E402
 
 from tests.fixtures.chaos import FAULT_KINDS, Config, Timing, run  # noqa: E402
-
-
-def checkout(rev: str, workdir: Path) -> Path:
-    """Extract *rev* of this repository into the workdir; return where."""
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    src = workdir / f"imposer-{commit}"
-    src.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
-    print(f"hosts run imposer {commit} ({rev}) from {src}", flush=True)
-    return src
+from tests.fixtures.chaos.cluster import checkout  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
