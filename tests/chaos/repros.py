@@ -3,6 +3,8 @@
     python -m tests.chaos.repros poison [--imposer-rev main]
     python -m tests.chaos.repros same-host-id [--imposer-rev main]
     python -m tests.chaos.repros dead-idle-child [--imposer-rev main]
+    python -m tests.chaos.repros slow-acquire [--imposer-rev main]
+    python -m tests.chaos.repros lost-reply [--imposer-rev main]
 
 Each builds the smallest cluster that shows the problem from the harness's
 parts (``tests.fixtures.chaos``), prints what happened and exits 1 while
@@ -138,7 +140,67 @@ def dead_idle_child(tmp: Path, src: Path) -> bool:
     return broken or record.failures > 0
 
 
-REPROS = {"poison": poison, "same-host-id": same_host_id, "dead-idle-child": dead_idle_child}
+def slow_acquire(tmp: Path, src: Path) -> bool:
+    """An acquire that takes longer than the lease TTL (a stalled or retrying DynamoDB) commits
+    a lease that has already expired; the job is launched anyway, the sweep reclaims the
+    lease at once, and the job runs a second time beside the first."""
+    timing = Timing()
+    stack = Stack(tmp, timing, src=src)
+    s = stack.settings
+    req = submit("acme", numbered_pdf(tmp / "art.pdf", 2), _layout(fake_sleep=3),
+                 bucket=s.bucket, queue=s.queue_name)
+    host = Host("slow-a", 2, stack, timing, tmp, seed=1)
+    try:
+        host.start()
+        _until(host.booted, 30)
+        # the first acquire is held 9 s (> the 8 s TTL) before it reaches DynamoDB
+        host.proxy.inject("delay", 1.0, service="dynamodb", operation="TransactWriteItems",
+                          delay=timing.lease_ttl + 1)
+        seen: set = set()
+        _until(lambda: seen.update((t.job_id, t.epoch) for t in tools({str(host.work_root)}))
+               or len(seen) > 1, 30)
+        both = len({e for j, e in seen if j == req.job_id})
+        _until(lambda: (r := connect(s).jobs.get("acme", req.job_id)) and r.status.final, 40)
+        calls = sum(1 for line in (tmp / "calls.jsonl").read_text().splitlines()
+                    if req.job_id in json.loads(line)["input"])
+    finally:
+        host.close()
+        stack.close()
+    print(f"attempts of the job seen running: {both}; tool runs: {calls}")
+    return both > 1
+
+
+def lost_reply(tmp: Path, src: Path) -> bool:
+    """The reply to a committed release transaction is lost until botocore gives up; the
+    worker's next try is refused (the lease is gone: its own release took it), so it takes
+    the job for reclaimed and deletes the attempt's plate. The record says succeeded with
+    that attempt as its output, but the plate never reaches the output key (a job with a
+    webhook is saved only when the outbox sender promotes the plate first)."""
+    timing = Timing()
+    stack = Stack(tmp, timing, src=src)
+    s = stack.settings
+    req = submit("acme", numbered_pdf(tmp / "art.pdf", 2), _layout(fake_sleep=2),
+                 bucket=s.bucket, queue=s.queue_name)
+    host = Host("reply-a", 1, stack, timing, tmp, seed=1)
+    try:
+        host.start()
+        _until(lambda: tools({str(host.work_root)}), 30)  # acquired: only the release is left
+        host.proxy.inject("drop_reply", 6, service="dynamodb", operation="TransactWriteItems")
+        _until(lambda: (r := connect(s).jobs.get("acme", req.job_id)) and r.status.final, 30)
+        time.sleep(3 * timing.lease_ttl)  # the message comes back meanwhile
+        record = connect(s).jobs.get("acme", req.job_id)
+        key = req.output.split("/", 3)[3]
+        plates = stack.s3.list_object_versions(Bucket=s.bucket, Prefix=key).get("Versions", [])
+    finally:
+        host.close()
+        stack.close()
+    print(f"job: {record.status.value}, output_epoch {record.output_epoch}; plates at the "
+          f"output key: {len(plates)}")
+    return record.status.value == "succeeded" and not plates
+
+
+REPROS = {"poison": poison, "same-host-id": same_host_id, "dead-idle-child": dead_idle_child,
+          "slow-acquire": slow_acquire, "lost-reply": lost_reply}
 
 
 def main(argv: list[str] | None = None) -> int:
