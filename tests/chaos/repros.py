@@ -5,6 +5,7 @@
     python -m tests.chaos.repros dead-idle-child [--imposer-rev main]
     python -m tests.chaos.repros slow-acquire [--imposer-rev main]
     python -m tests.chaos.repros lost-reply [--imposer-rev main]
+    python -m tests.chaos.repros stop-during-boot [--imposer-rev main]
 
 Each builds the smallest cluster that shows the problem from the harness's
 parts (``tests.fixtures.chaos``), prints what happened and exits 1 while
@@ -199,8 +200,33 @@ def lost_reply(tmp: Path, src: Path) -> bool:
     return record.status.value == "succeeded" and not plates
 
 
+def stop_during_boot(tmp: Path, src: Path) -> bool:
+    """A worker booting while AWS answers 500 is told to stop (SIGTERM twice): it exits 4
+    ("AWS unreachable"), not 0; one SIGTERM is ignored until the boot retries end."""
+    import signal
+
+    timing = Timing()
+    stack = Stack(tmp, timing, src=src)
+    host = Host("boot-a", 1, stack, timing, tmp, seed=1)
+    host.proxy.inject("error", 30)
+    try:
+        host.start()
+        time.sleep(4)  # Python is up and retrying its first AWS call
+        host.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        host.proc.send_signal(signal.SIGTERM)
+        code = host.proc.wait(30)
+        tail = host.logs[-1].read_text().strip().splitlines()[-1:]
+    finally:
+        host.close()
+        stack.close()
+    print(f"exit code {code}: {tail}")
+    return code != 0
+
+
 REPROS = {"poison": poison, "same-host-id": same_host_id, "dead-idle-child": dead_idle_child,
-          "slow-acquire": slow_acquire, "lost-reply": lost_reply}
+          "slow-acquire": slow_acquire, "lost-reply": lost_reply,
+          "stop-during-boot": stop_during_boot}
 
 
 def main(argv: list[str] | None = None) -> int:
