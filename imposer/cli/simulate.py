@@ -253,8 +253,12 @@ def capacity_outlook(settings: Settings, backends, rows: Sequence, verdict, now:
     from imposer.sim.sources import read_window
     from imposer.sim.variants import Runner
 
+    from imposer.reports.history import HostHour
+
     since = now - verdict.thresholds.window_seconds
-    window = read_window(backends.jobs, backends.tenants, list(rows), since=since, until=now)
+    # the verdict read only its own fields; the replay needs the tenants of each hour too
+    rows = [HostHour.from_item(i) for i in backends.rollups.read(since, now)]
+    window = read_window(backends.jobs, backends.tenants, rows, since=since, until=now)
     echo("")
     if not window.jobs:
         echo("imposer simulate: no job records in the window to replay")
