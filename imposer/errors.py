@@ -30,6 +30,18 @@ class TransientBackendError(BackendError):
     """Throttling or a transaction conflict; the same call may succeed later."""
 
 
+class AcquireUncertain(BackendError):
+    """An acquire's transaction failed in a way that may hide a commit (a lost reply).
+
+    ``lease`` is the lease it would have written: the caller releases it,
+    which is a no-op if the transaction never committed.
+    """
+
+    def __init__(self, message: str, lease: object) -> None:
+        super().__init__(message)
+        self.lease = lease
+
+
 class LeaseLost(ImposerError):
     """Our lease was reclaimed or replaced: the fencing epoch no longer matches."""
 

@@ -63,6 +63,10 @@ class Settings:
         "How long a message at its tenant's cap stays parked if no slot of the tenant frees "
         "(a freed slot takes the oldest parked job at once, on any host).", 0,
     )
+    cap_cache_seconds: float = _setting(
+        5.0, "IMPOSER_CAP_CACHE_SECONDS", float,
+        "How long a worker keeps a tenant's cap (tier override) before reading it again.", 0
+    )
     sweep_seconds: float = _setting(
         60.0, "IMPOSER_SWEEP_SECONDS", float, "Interval of the expired-lease sweep.", 0.01
     )

@@ -274,7 +274,9 @@ class Doctor:
                      op("Update", s.jobs_table, {"job_id": key}, update="SET probe = :p",
                         values={":p": 1}, names={"#k": "job_id"}, **never),
                      op("Put", s.outbox_table, {"event_id": key}, names={"#k": "event_id"},
-                        **never)]
+                        **never),
+                     op("Delete", s.waiting_table, {"tenant_id": key, "order": key},
+                        names={"#k": "tenant_id"}, **never)]
             try:
                 dynamo.transact(items, "probe the lease transaction")
             except TransactionCancelled:
@@ -289,6 +291,8 @@ class Doctor:
             dynamo.update(s.rollups_table, {"pk": key, "sk": key}, "SET probe = :p",
                           {":p": 1}, {"#k": "pk"}, NEVER)
             dynamo.put(s.tenants_table, {"tenant_id": key}, NEVER, names={"#k": "tenant_id"})
+            dynamo.put(s.waiting_table, {"tenant_id": key, "order": key}, NEVER,
+                       names={"#k": "tenant_id"})
             return True
 
         def reads():
@@ -302,6 +306,7 @@ class Doctor:
                              limit=1)
             dynamo.query(s.outbox_table, "due_shard = :v", {":v": key}, index="due", limit=1)
             dynamo.query(s.rollups_table, "pk = :v", {":v": key}, limit=1)
+            dynamo.query(s.waiting_table, "tenant_id = :v", {":v": key}, limit=1)
             for table in (s.leases_table, s.tenants_table):
                 next(dynamo.scan(table, "pk = :v" if table == s.leases_table else
                                  "tenant_id = :v", {":v": key}), None)

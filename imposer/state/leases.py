@@ -20,7 +20,7 @@ from imposer.aws.dynamodb import Dynamo, TransactionCancelled, op
 from imposer.aws.expressions import Update
 from imposer.aws.tables import TableSpec
 from imposer.clock import Clock, SystemClock
-from imposer.errors import BackendError, LeaseLost
+from imposer.errors import AcquireUncertain, BackendError, LeaseLost, MissingResource
 from imposer.logs import extra
 from imposer.models import (
     FINAL_STATUSES,
@@ -138,6 +138,10 @@ class LeaseStore:
             self.dynamo.transact(items, f"acquire lease for {request.key}")
         except TransactionCancelled as exc:
             return self._why_not(exc, cap, now)
+        except MissingResource:
+            raise
+        except BackendError as exc:  # botocore's own retries gave up: committed or not?
+            raise AcquireUncertain(str(exc), lease) from exc
         return Acquisition(verdict=Verdict.ACQUIRED, cap=cap, lease=lease)
 
     def _why_not(self, exc: TransactionCancelled, cap: int, now: float) -> Acquisition:

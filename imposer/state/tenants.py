@@ -1,13 +1,15 @@
 """The tenant config table: tier overrides (cap) and webhook settings.
 
-Read on every acquire, so a change takes effect on the next job without a
-restart.
+A worker reads a tenant's cap at most once per ``IMPOSER_CAP_CACHE_SECONDS``
+(5 s), so a change takes effect within seconds, without a restart, and a
+busy tenant's acquires do not each cost a read.
 """
 
 from __future__ import annotations
 
 from imposer.aws.dynamodb import Dynamo
 from imposer.aws.tables import TableSpec
+from imposer.clock import Clock, SystemClock
 from imposer.errors import ConfigError
 from imposer.models import TenantConfig, valid_id
 
@@ -19,21 +21,33 @@ def table_spec(name: str) -> TableSpec:
 class TenantStore:
     """Read and write tenants' rows."""
 
-    def __init__(self, dynamo: Dynamo, table: str, default_cap: int) -> None:
+    def __init__(self, dynamo: Dynamo, table: str, default_cap: int,
+                 cache_seconds: float = 0.0, clock: Clock | None = None) -> None:
         self.dynamo = dynamo
         self.table = table
         self.default_cap = default_cap
+        self.cache_seconds = cache_seconds
+        self.clock = clock or SystemClock()
+        #: tenant -> (monotonic time the cap was read, the cap)
+        self._caps: dict[str, tuple[float, int]] = {}
 
     def get(self, tenant_id: str) -> TenantConfig | None:
         item = self.dynamo.get(self.table, {"tenant_id": tenant_id})
         return TenantConfig.from_item(item) if item else None
 
     def cap_for(self, tenant_id: str) -> int:
-        """Return the tenant's tier override, else the default cap."""
+        """Return the tenant's tier override, else the default cap (cached briefly)."""
+        now = self.clock.monotonic()
+        known = self._caps.get(tenant_id)
+        if known is not None and now - known[0] < self.cache_seconds:
+            return known[1]
         config = self.get(tenant_id)
-        if config is None or config.cap is None:
-            return self.default_cap
-        return config.cap
+        cap = self.default_cap if config is None or config.cap is None else config.cap
+        if self.cache_seconds > 0:
+            if len(self._caps) >= 10_000:
+                self._caps.clear()
+            self._caps[tenant_id] = (now, cap)
+        return cap
 
     def caps(self) -> dict[str, int]:
         """Return every tier override, tenant -> cap; tenants not in it have the default."""
@@ -45,6 +59,7 @@ class TenantStore:
         if config.cap is not None and config.cap < 0:
             raise ConfigError("cap must be 0 or more")
         self.dynamo.put(self.table, config.to_item())
+        self._caps.pop(config.tenant_id, None)
 
     def list(self) -> list[TenantConfig]:
         items = self.dynamo.scan(self.table)

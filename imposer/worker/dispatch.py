@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 
 from imposer.aws.s3 import Storage
 from imposer.clock import Clock
-from imposer.errors import BackendError, InvalidMessage
+from imposer.errors import AcquireUncertain, BackendError, InvalidMessage, LeaseLost
 from imposer.logs import extra, guard
 from imposer.metrics import Metrics
 from imposer.models import (
@@ -43,8 +43,8 @@ from imposer.worker.running import Running, RunningTable
 
 logger = logging.getLogger(__name__)
 
-#: Receipts of a message whose handling raised before it is dead-lettered.
-POISON_RECEIVES = 3
+#: Times handling one message may raise (a bug, not AWS) before it is dead-lettered.
+POISON_FAILURES = 3
 
 
 class Dispatcher:
@@ -68,6 +68,10 @@ class Dispatcher:
         self._candidates: list[tuple[JobRequest, Received, int]] = []
         #: tenant -> (monotonic time until which it is known to be at cap, its cap)
         self._capped: dict[str, tuple[float, int]] = {}
+        #: tenant -> hand-offs owed to it: its jobs settled here while no slot could be given
+        self._owed: dict[str, int] = {}
+        #: message id -> times handling it raised on this host (bounded)
+        self._failures: dict[str, int] = {}
 
     def take_batch(self, messages: list[Received], free: list[int],
                    stopping: Callable[[], bool]) -> None:
@@ -88,17 +92,46 @@ class Dispatcher:
     def wake(self, tenant: str, free: list[int], stopping: Callable[[], bool]) -> None:
         """A job of *tenant* was settled here: give its slot to the tenant's oldest parked job.
 
-        Only while another slot stays free, so a tenant waiting in the queue
-        still finds one on the next receive (quiet tenants first).
+        One parked job per settled one, and only while another slot stays
+        free, so a tenant waiting in the queue still finds one on the next
+        receive (quiet tenants first). When no slot may be handed over now,
+        the hand-off is owed: the next receive that finds the queue empty
+        pays it (``wake_idle``), so a capped tenant whose job ended in its
+        host's only free slot never waits out its park window.
         """
         self._capped.pop(tenant, None)
-        while policy.may_hand_off(len(free)) and not stopping():
-            notes = self.handoff.notes(tenant)
-            if not notes or not self._take_one(notes, free):
-                return
+        if stopping():
+            return
+        if policy.may_hand_off(len(free)):
+            self._hand_off(tenant, free)
+        else:
+            self._owed[tenant] = min(self.settings.slots, self._owed.get(tenant, 0) + 1)
+
+    def wake_idle(self, free: list[int], stopping: Callable[[], bool]) -> None:
+        """The queue had nothing for the free slots: pay the hand-offs owed, oldest first.
+
+        Nothing waits in the queue, so no tenant below its cap is passed over
+        when a capped tenant's parked job takes even the last free slot.
+        """
+        for tenant in list(self._owed):
+            while self._owed.get(tenant) and free and not stopping():
+                self._owed[tenant] -= 1
+                if not self._hand_off(tenant, free):
+                    self._owed.pop(tenant, None)
+            if not self._owed.get(tenant):
+                self._owed.pop(tenant, None)
+
+    def _hand_off(self, tenant: str, free: list[int]) -> bool:
+        """Start the tenant's oldest parked job in ``free[0]``; False if none was started."""
+        notes = self.handoff.notes(tenant)
+        return bool(notes) and self._take_one(notes, free)
 
     def _take_one(self, notes: list[Parked], free: list[int]) -> bool:
-        """Start the first of *notes* that is still parked; False when the tenant is at cap."""
+        """Start the first of *notes* that is still parked; False if none was started.
+
+        A note whose message is invalid, or whose job already runs or ended,
+        is dropped; one another host took meanwhile is skipped.
+        """
         for note in notes:
             message = note.message
             try:
@@ -108,13 +141,19 @@ class Dispatcher:
                 continue
             self.received_at = self.clock.monotonic()
             with guard(request):
-                acq = self.leases.acquire(request, self.settings.host_id, free[0],
-                                          message.sent_at, message.receipt,
-                                          also=[self.handoff.waiting.claim_op(note)])
+                try:
+                    acq = self.leases.acquire(request, self.settings.host_id, free[0],
+                                              message.sent_at, message.receipt,
+                                              also=[self.handoff.waiting.claim_op(note)])
+                except BackendError as exc:
+                    self._acquire_failed(request, exc)
+                    return False  # the note stays; its message returns when its window ends
                 if acq.verdict == Verdict.ACQUIRED:
-                    if self.handoff.needs_hold(note):
-                        self.messages.hold(message)
-                    self.launch(request, message, free.pop(0), acq.lease)
+                    if self.handoff.needs_hold(note) and not self.messages.hold(message):
+                        self._unwind(acq.lease, "its parked message is gone")
+                        return False
+                    if not self.launch(request, message, free, acq.lease):
+                        return False
                     self.metrics.emit("handed_off", 1, tenant_id=request.tenant_id)
                     return True
                 if acq.verdict == Verdict.AT_CAP:
@@ -126,7 +165,25 @@ class Dispatcher:
                     self.finish_duplicate(request, message, acq)
                 elif acq.verdict in (Verdict.RUNNING, Verdict.STALE):
                     self.handoff.waiting.drop(note)
-        return True
+        return False
+
+    def _acquire_failed(self, request: JobRequest, exc: BackendError) -> None:
+        """An acquire's reply was lost or refused: undo a lease it may have committed."""
+        logger.warning("could not take job %s: %s; it will come back", request.key, exc,
+                       extra=extra("acquire_error", request.tenant_id, request.job_id))
+        if isinstance(exc, AcquireUncertain):
+            self._unwind(exc.lease, "its acquire's reply was lost")
+
+    def _unwind(self, lease: Lease, why: str) -> None:
+        """Release a lease we hold but will not run under, so no slot leaks until its TTL."""
+        try:
+            self.leases.release(lease, JobStatus.QUEUED, wait_reason=f"not started: {why}")
+        except LeaseLost:
+            pass  # it never committed, or the sweep took it already
+        except BackendError as exc:
+            logger.warning("could not give back the lease of %s (%s); the sweep will, when it "
+                           "expires", lease.job_id, exc,
+                           extra=extra("release_error", lease.tenant_id, lease.job_id))
 
     def give_back_parked(self) -> int:
         """On stop: make the messages this host parked visible again for the others."""
@@ -136,21 +193,33 @@ class Dispatcher:
     def poison_guard(self, message: Received) -> Iterator[None]:
         """Never let one message crash the parent, nor come back for ever if it always fails.
 
-        A bug met while handling a message is logged and the message returns
-        after the deferral; the third time it does, it goes to the DLQ with the
-        error as its reason.
+        An AWS error that may pass is not the message's fault: it is logged and
+        the message comes back by itself. A bug met while handling a message
+        is logged and the message returns after the deferral; the third time
+        this host fails on it, it goes to the DLQ with the error as its reason
+        (the receive count would also count its deferrals and hand-offs).
         """
         try:
             yield
+        except BackendError as exc:
+            logger.warning("AWS error while handling message %s: %s; it will come back",
+                           message.message_id, exc,
+                           extra=extra("aws_error", message.group_id,
+                                       message_id=message.message_id))
         except Exception as exc:
-            logger.exception("error while handling message %s (received %s times)",
-                             message.message_id, message.receive_count,
+            failures = self._failures.get(message.message_id, 0) + 1
+            self._failures[message.message_id] = failures
+            while len(self._failures) > 10_000:
+                self._failures.pop(next(iter(self._failures)))
+            logger.exception("error while handling message %s (failure %s)",
+                             message.message_id, failures,
                              extra=extra("handler_error", message.group_id,
                                          message_id=message.message_id))
             try:
-                if message.receive_count >= POISON_RECEIVES:
-                    self.messages.dead_letter(message, f"handling failed {message.receive_count} "
-                                              f"times: {type(exc).__name__}: {exc}")
+                if failures >= POISON_FAILURES:
+                    self._failures.pop(message.message_id, None)
+                    self.messages.dead_letter(message, f"handling failed {failures} times: "
+                                              f"{type(exc).__name__}: {exc}")
                 else:
                     self.messages.back_off(message)
             except Exception:
@@ -167,9 +236,11 @@ class Dispatcher:
         try:
             return self.start(request, message, slot)
         except BackendError as exc:
-            logger.error("could not take job %s: %s; it will come back", request.job_id, exc,
-                         extra=extra("acquire_error", request.tenant_id, request.job_id))
-            self.messages.defer(request, message)
+            self._acquire_failed(request, exc)
+            try:
+                self.messages.defer(request, message)
+            except BackendError:
+                pass  # it comes back when its visibility runs out
             return False
 
     def parse(self, message: Received) -> JobRequest:
@@ -223,8 +294,7 @@ class Dispatcher:
             if acq.verdict == Verdict.AT_CAP:
                 self._capped[tenant] = (now + min(1.0, self.settings.defer_seconds), acq.cap)
         if acq.verdict == Verdict.ACQUIRED:
-            self.launch(request, message, slot, acq.lease)
-            return True
+            return self.launch(request, message, [slot], acq.lease)
         if acq.verdict == Verdict.AT_CAP:
             self._parked += acq.cap <= 0
             if self.settings.borrow and acq.cap > 0:
@@ -273,14 +343,31 @@ class Dispatcher:
                     acq = self.leases.acquire(request, self.settings.host_id, free[0],
                                               message.sent_at, message.receipt, borrow=True)
                     if acq.verdict == Verdict.ACQUIRED:
-                        self.launch(request, message, free.pop(0), acq.lease)
-                        self.metrics.emit("borrowed", 1, tenant_id=request.tenant_id)
+                        if self.launch(request, message, free, acq.lease):
+                            self.metrics.emit("borrowed", 1, tenant_id=request.tenant_id)
                         continue
                     why_not = "the tenant dropped below its cap meanwhile"
                 self.defer_at_cap(request, message, cap, f"not borrowing: {why_not}")
 
-    def launch(self, request: JobRequest, message: Received, slot: int, lease: Lease) -> None:
-        """Hand a leased job to the pool and account its queue wait."""
+    def launch(self, request: JobRequest, message: Received, free: list[int],
+               lease: Lease) -> bool:
+        """Hand a leased job to the pool in ``free[0]`` and account its queue wait.
+
+        An acquire that took longer than a third of the lease TTL (a stalled
+        AWS) renews the lease first, so the sweep never reclaims a job that
+        is only starting; if it cannot, the lease is given back and the
+        message waits for its next delivery. False when not launched.
+        """
+        if lease.expires_at - self.clock.time() < (2 / 3) * self.settings.lease_ttl_seconds:
+            try:
+                lease = self.leases.renew(lease)
+            except (LeaseLost, BackendError) as exc:
+                logger.warning("job %s: lease nearly expired by a slow acquire and not renewed "
+                               "(%s); not starting it", request.key, exc,
+                               extra=extra("acquire_slow", request.tenant_id, request.job_id))
+                self._unwind(lease, "its acquire was too slow")
+                return False
+        slot = free.pop(0)
         wait = max(0.0, lease.acquired_at - (request.submitted_at or message.sent_at))
         self.running.add(Running(slot=slot, request=request, message=message, lease=lease,
                                  started=self.clock.monotonic(), received=self.received_at))
@@ -298,6 +385,7 @@ class Dispatcher:
                     extra=extra("job_started", request.tenant_id, request.job_id, slot=slot,
                                 queue_wait=wait, borrowed=lease.borrowed,
                                 dispatch_ms=round(dispatch_ms, 2)))
+        return True
 
     def defer_at_cap(self, request: JobRequest, message: Received, cap: int,
                      note: str | None = None) -> None:

@@ -21,7 +21,7 @@ import multiprocessing.connection
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import attrs
 import psutil
@@ -113,15 +113,17 @@ class Pool:
         slot.busy = True
         slot.conn.send(spec)
 
-    def wait(self, timeout: float) -> list[Event]:
-        """Block up to *timeout* s for finished jobs or dead children."""
+    def wait(self, timeout: float, wake: Sequence[int] = ()) -> list[Event]:
+        """Block up to *timeout* s for finished jobs or dead children, or a *wake* fd."""
         watch: dict[Any, tuple[_Slot, str]] = {}
         for slot in self.slots:
             watch[slot.conn] = (slot, "conn")
             watch[slot.process.sentinel] = (slot, "dead")
-        ready = multiprocessing.connection.wait(list(watch), timeout)
+        ready = multiprocessing.connection.wait([*watch, *wake], timeout)
         events, seen = [], set()
         for obj in ready:
+            if obj not in watch:
+                continue  # a wake-up: the caller looks at what woke it
             slot, kind = watch[obj]
             if slot.index in seen:
                 continue

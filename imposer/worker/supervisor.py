@@ -1,8 +1,10 @@
 """The long-running parent: SQS polling, lease transactions, dispatch to the pool.
 
 The parent owns all queue and lease state; pool children only see S3. Its
-loop never blocks on a transfer or a tool, only on a bounded SQS long poll
-while slots are free, or on the pool's pipes while they are not. An AWS
+loop never blocks on a transfer, a tool or a receive: it waits on the pool's
+pipes and on the receiver thread's wake-up together (``receiver``), so a
+child that finishes during a long poll is settled, and its slot refilled,
+at once. An AWS
 error that may pass never ends it: receiving backs off, settling retries,
 and only configuration errors (a missing table or queue, no credentials)
 stop the worker.
@@ -33,6 +35,7 @@ from imposer.worker.messages import Messages
 from imposer.worker.outbox import OutboxSender, parse_schedule
 from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.pool import Pool
+from imposer.worker.receiver import Receiver
 from imposer.worker.rollup import RollupRecorder
 from imposer.worker.running import RunningTable
 from imposer.worker.threads import Periodic
@@ -77,6 +80,7 @@ class Supervisor:
                                       backends.tenants)
         self.contention = ContentionMeter(s.slots, 2 * s.defer_seconds + 5, self.clock,
                                           self.metrics, s.host_id)
+        self.receiver = Receiver(backends.queue, s.poll_seconds, s.lease_ttl_seconds)
         self.handoff = HandOff(s, backends.waiting, self.messages, self.clock)
         self.dispatch = Dispatcher(
             s, leases=self.leases, jobs=backends.jobs, storage=storage, messages=self.messages,
@@ -226,10 +230,12 @@ class Supervisor:
     def collect_finished(self, wait: float | None = None) -> None:
         """Take the outcomes the pool has for us; their slots are free from now on."""
         if wait is None:
-            idle = bool(self.pool.free()) and not self.drain.is_set()
-            pause = self._receive_paused_until - self.clock.monotonic()
-            wait = 0.5 if not idle else max(0.0, min(0.5, pause))
-        for event in self.pool.wait(wait):
+            wait = 0.5
+            if self.receiver.busy or self.drain.is_set():
+                pass  # woken by a child or by the receive's result, whichever comes first
+            elif self.pool.free() and not self.fast.is_set():
+                wait = max(0.0, min(0.5, self._receive_paused_until - self.clock.monotonic()))
+        for event in self.pool.wait(wait, (self.receiver.wake_fd,)):
             job = self.running.in_slot(event.slot)
             if job is None:
                 continue
@@ -256,7 +262,7 @@ class Supervisor:
 
     def check_health(self) -> None:
         """Stop the worker if a background thread is gone: never run unsupervised."""
-        for thread in self.threads:
+        for thread in self.threads + [self.receiver] * (self.receiver.ident is not None):
             if not thread.is_alive():
                 logger.critical("%s thread is gone; stopping", thread.name,
                                 extra=extra("thread_died", thread=thread.name))
@@ -296,21 +302,16 @@ class Supervisor:
 
     # -- new work ---------------------------------------------------------------
     def fill_free_slots(self) -> None:
-        """Receive at most as many messages as there are free slots, and dispatch them.
+        """Dispatch what the receiver brought; ask it for as many messages as slots are free.
 
         A receive that fails for a reason that may pass backs off (0.5 s
-        doubling to 30 s) while the loop keeps settling finished jobs.
+        doubling to 30 s) while the loop keeps settling finished jobs. A
+        receive that brings nothing while slots are free lets parked work of
+        tenants this host knows to be waiting take them (``wake_idle``).
         """
-        free = self.pool.free()
         now = self.clock.monotonic()
-        if not free or now < self._receive_paused_until:
-            return
-        want = len(free)
-        if self.max_jobs is not None:
-            want = min(want, self.max_jobs - self.dispatch.started)
         try:
-            messages = self.queue.receive(want, self.settings.poll_seconds,
-                                          self.settings.lease_ttl_seconds)
+            messages = self.receiver.take()
         except MissingResource:
             raise
         except BackendError as exc:
@@ -320,9 +321,21 @@ class Supervisor:
             logger.warning("could not receive: %s; trying again in %.1fs", exc, delay,
                            extra=extra("receive_error", failures=self._receive_failures))
             return
-        self._receive_failures = 0
-        self.dispatch.take_batch(messages, free, self.drain.is_set)
-        self._empty_poll = not messages or self.dispatch.last_batch_parked
+        if messages is not None:
+            self._receive_failures = 0
+            free = self.pool.free()
+            self.dispatch.take_batch(messages, free, self.drain.is_set)
+            self._empty_poll = not messages or self.dispatch.last_batch_parked
+            if not messages and free:
+                self.dispatch.wake_idle(free, self.drain.is_set)
+        free = self.pool.free()
+        if not free or now < self._receive_paused_until or self.receiver.busy:
+            return
+        want = len(free)
+        if self.max_jobs is not None:
+            want = min(want, self.max_jobs - self.dispatch.started)
+        if want > 0:
+            self.receiver.ask(want)
 
     # -- the fixed stop order -----------------------------------------------------
     def shutdown(self) -> None:
@@ -340,6 +353,9 @@ class Supervisor:
         self.settle_finished(force=True)
         for thread in self.threads:
             thread.stop()
+        for message in self.receiver.stop(0 if self.fast.is_set()
+                                          else self.settings.poll_seconds + 5):
+            self.messages.give_back(message)
         for job in self.running.snapshot():
             self.hand_back(job)
         returned = self.dispatch.give_back_parked()

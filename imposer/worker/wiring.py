@@ -38,7 +38,8 @@ def connect(settings: Settings, clock: Clock | None = None,
             metrics: Metrics | None = None) -> Backends:
     clock = clock or SystemClock()
     dynamo = Dynamo(settings.region)
-    tenants = TenantStore(dynamo, settings.tenants_table, settings.default_cap)
+    tenants = TenantStore(dynamo, settings.tenants_table, settings.default_cap,
+                          settings.cap_cache_seconds, clock)
     jobs = JobStore(dynamo, settings.jobs_table, clock, settings.job_retention_days)
     return Backends(
         settings=settings,

@@ -330,14 +330,32 @@ class TestWorkerPolicy:
         assert unused == []
 
     def test_the_calls_each_process_counted_are_granted(self, scenario):
-        """The operations boto3 counted, in the commands and in the worker's parent, are all granted."""
+        """The operations boto3 counted, in the commands and in the worker's parent, are all granted.
+
+        A DynamoDB call is counted per table too (``dynamodb.Query@<table>``):
+        that one must be granted on that table (or, for a Query, its indexes).
+        """
         stopped = [r for r in scenario.worker_log if r.get("action") == "stopped"]
         counted = set(scenario.in_process_calls) | set(stopped[-1]["aws_calls"])
         statements = scenario.deployed.statements("WorkerPolicy")
-        missing = sorted(op for op in counted
-                         if not all(granted(statements, a) for a in iam_actions(op))
-                         and op != "dynamodb.TransactWriteItems")
+
+        def allowed(counted_op: str) -> bool:
+            operation, _, table = counted_op.partition("@")
+            if operation == "dynamodb.TransactWriteItems":
+                return True  # judged item by item, below and by the stack
+            if not table:
+                return all(granted(statements, a) for a in iam_actions(operation))
+            arns = {r for st in statements for r in
+                    (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]])
+                    if r.endswith(f":table/{table}") or f":table/{table}/index/" in r}
+            on = arns | {a.split("/index/")[0] for a in arns} | {
+                f"{a.split('/index/')[0]}/index/x" for a in arns}
+            return bool(arns) and all(any(granted(statements, a, r) for r in on)
+                                      for a in iam_actions(operation))
+
+        missing = sorted(op for op in counted if not allowed(op))
         assert missing == []
+        assert any("@" in op for op in counted), "no per-table count was checked"
         assert any(granted(statements, a)
                    for a in OPERATION_ACTIONS["dynamodb.TransactWriteItems"])
         assert {"sqs.ReceiveMessage", "dynamodb.TransactWriteItems"} <= counted

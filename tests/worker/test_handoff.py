@@ -86,3 +86,42 @@ class TestHandOffAcrossHosts:
         handed = [r for w in hosts for r in w.records() if r.get("action") == "metric"
                   and r.get("metric") == "handed_off"]
         assert len(handed) >= 3, "the jobs after the first were handed off"
+
+    def test_a_hand_off_owed_to_the_only_free_slot_is_paid_when_the_queue_is_empty(
+            self, settings, backends, tmp_path):
+        """Three slots: two quiet jobs hold two; the capped tenant's job ends in the third.
+
+        No slot may be handed over at once then (the last free slot is for the
+        queue), so the hand-off is owed; the next receive finds the queue
+        empty and pays it. The park window (300 s) outlasts the test, so the
+        parked job can only have started from that hand-off. Each job ends
+        when the test creates its gate file, never on a timer.
+        """
+        backends.tenants.put(TenantConfig(tenant_id="heavy", cap=1))
+        slow = settings.evolve(park_seconds=300.0)
+        quiet_gate, heavy_gate = tmp_path / "quiet.gate", tmp_path / "heavy.gate"
+
+        def status(job):
+            record = record_of(backends, job)
+            return record.status.value if record else None
+
+        worker = Worker(slow, tmp_path, "owed", "--slots", "3")
+        try:
+            q1 = submit_jobs(slow, tmp_path, "quiet", 1, layout(fake_until=quiet_gate))[0]
+            wait_for(lambda: status(q1) == "running", 60, "the first quiet job to start")
+            heavy = submit_jobs(slow, tmp_path, "heavy", 2, layout(fake_until=heavy_gate))
+            wait_for(lambda: worker.actions("cap_defer"), 60, "a heavy job to be parked")
+            q2 = submit_jobs(slow, tmp_path, "quiet", 1, layout(fake_until=quiet_gate))[0]
+            wait_for(lambda: status(q2) == "running", 60, "the second quiet job to start")
+            assert sorted(status(j) for j in heavy) == ["queued", "running"]
+            heavy_gate.touch()  # the running heavy job ends in the host's only free slot
+            wait_for(lambda: all(status(j) == "succeeded" for j in heavy), 120,
+                     "the parked heavy job, through the owed hand-off")
+            assert (status(q1), status(q2)) == ("running", "running"), \
+                "the quiet jobs held the other slots throughout"
+            handed = [r for r in worker.records() if r.get("action") == "metric"
+                      and r.get("metric") == "handed_off"]
+            assert len(handed) == 1
+        finally:
+            quiet_gate.touch()
+            worker.close()

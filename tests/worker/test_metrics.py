@@ -14,7 +14,7 @@ from imposer.worker.contention import ContentionMeter
 from imposer.worker.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
-from tests.fixtures.workers import FAKE, layout, submit_jobs
+from tests.fixtures.workers import FAKE, layout, submit_jobs, wait_for
 
 
 class _Capture(logging.Handler):
@@ -124,10 +124,8 @@ class TestParentEmits:
         supervisor = Supervisor(backends, Pool(2, settings))
         supervisor.pool.start()
         try:
-            for _ in range(5):
-                supervisor.fill_free_slots()
-                if backends.metrics.total("cap_defer") >= 1:
-                    break
+            wait_for(lambda: (supervisor.fill_free_slots(),
+                              backends.metrics.total("cap_defer") >= 1)[1], 30, "a cap deferral")
             assert backends.metrics.total("cap_defer", tenant_id="acme") == 1
             assert backends.metrics.count("queue_wait") == 1
             assert backends.metrics.total("queue_wait") == pytest.approx(42, abs=5)

@@ -1,0 +1,40 @@
+"""The long poll runs beside the loop: a job that ends during a poll is settled at once."""
+
+from __future__ import annotations
+
+import time
+
+from imposer.clock import ManualClock
+from imposer.models import JobStatus
+from imposer.worker.pool import Pool
+from imposer.worker.supervisor import Supervisor
+from imposer.worker.wiring import connect
+from tests.fixtures.jobs import record_of
+from tests.fixtures.workers import FAKE, layout, submit_jobs, wait_for
+
+
+class TestLongPollBesideTheLoop:
+    def test_a_job_ending_during_a_long_poll_is_settled_before_the_poll_returns(
+            self, settings, tmp_path):
+        """Two slots, SQS's longest poll (20 s), an empty queue: the loop settles the job
+        that ends while the receive for the free slot is still in flight."""
+        gate = tmp_path / "gate"
+        s = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE), poll_seconds=20,
+                            work_dir=str(tmp_path / "work"))
+        backends = connect(s, clock=ManualClock(start=time.time()))
+        supervisor = Supervisor(backends, Pool(2, s))
+        supervisor.pool.start()
+        try:
+            job = submit_jobs(s, tmp_path, "acme", 1, layout(fake_until=gate))[0]
+            wait_for(lambda: (supervisor.fill_free_slots(), len(supervisor.running))[1] == 1, 30,
+                     "the job to start")
+            supervisor.fill_free_slots()  # the other slot's receive: nothing comes for 20 s
+            wait_for(lambda: supervisor.receiver.busy, 10, "the long poll to be in flight")
+            gate.touch()
+            wait_for(lambda: (supervisor.collect_finished(), supervisor.settle_finished(),
+                              not len(supervisor.running))[-1], 30, "the job to be settled")
+            assert supervisor.receiver.busy, "the poll ended first: nothing was proved"
+            assert record_of(backends, job).status is JobStatus.SUCCEEDED
+        finally:
+            supervisor.receiver.stop(0)
+            supervisor.pool.stop(timeout=0)
