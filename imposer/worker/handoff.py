@@ -7,13 +7,15 @@ cap is parked instead: made invisible for the park window (default 5 min)
 and noted in the waiting table (``imposer.state.waiting``). When a job of
 that tenant is settled on any host, that host takes the tenant's oldest note
 and starts it in the slot just freed, inside the acquire transaction, at
-once and without receiving the message again. A capped job therefore costs
-about one receive and one visibility change however long it waits.
+once and without receiving the message again: one slot per settled job.
+A capped job therefore costs one visibility change, one note and its share
+of a Query beyond any job's calls, however long it waits.
 
 The three fairness layers are untouched: the hand-off goes through the same
 acquire transaction, so no tenant exceeds its cap; it only fills a slot
-while another stays free for the queue (a quiet tenant's message is still
-received and started first); and a parked message never leaves SQS, so if
+while another stays free for the queue, or once a receive found the queue
+empty (a quiet tenant's message is still received and started first; see
+``Dispatcher.wake_idle``); and a parked message never leaves SQS, so if
 no hand-off comes (every host of the tenant's jobs died) it simply becomes
 visible when its park window ends, and is received as usual.
 """
