@@ -119,6 +119,7 @@ class Supervisor:
                 self.check_health()
                 self.check_overruns()
                 if self.drain.is_set():
+                    self.give_back_received()
                     if not len(self.running) or self.grace_over():
                         break
                     continue
@@ -337,6 +338,18 @@ class Supervisor:
         if want > 0:
             self.receiver.ask(want)
 
+    def give_back_received(self) -> None:
+        """Draining: what a receive still in flight brings goes straight back to the queue."""
+        try:
+            messages = self.receiver.take() or []
+        except BackendError:
+            return
+        for message in messages:
+            try:
+                self.messages.give_back(message)
+            except BackendError:
+                pass  # it comes back when its visibility runs out
+
     # -- the fixed stop order -----------------------------------------------------
     def shutdown(self) -> None:
         """Settle what finished, stop the pool, then threads, then hand back the rest.
@@ -355,7 +368,10 @@ class Supervisor:
             thread.stop()
         for message in self.receiver.stop(0 if self.fast.is_set()
                                           else self.settings.poll_seconds + 5):
-            self.messages.give_back(message)
+            try:
+                self.messages.give_back(message)
+            except BackendError:
+                pass  # it comes back when its visibility runs out
         for job in self.running.snapshot():
             self.hand_back(job)
         returned = self.dispatch.give_back_parked()

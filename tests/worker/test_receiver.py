@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from imposer.clock import ManualClock
@@ -10,7 +11,7 @@ from imposer.worker.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
 from tests.fixtures.jobs import record_of
-from tests.fixtures.workers import FAKE, layout, submit_jobs, wait_for
+from tests.fixtures.workers import FAKE, Worker, layout, submit_jobs, wait_for
 
 
 class TestLongPollBesideTheLoop:
@@ -38,3 +39,29 @@ class TestLongPollBesideTheLoop:
         finally:
             supervisor.receiver.stop(0)
             supervisor.pool.stop(timeout=0)
+
+    def test_a_message_received_while_draining_goes_straight_back(self, settings, backends,
+                                                                  tmp_path):
+        """SIGTERM while a long poll is in flight: what it brings is made visible again at once,
+        not held for the lease TTL (10 min here), and the drain still ends the worker with 0."""
+        gate = tmp_path / "gate"
+        s = settings.evolve(poll_seconds=20, lease_ttl_seconds=600.0)
+        worker = Worker(s, tmp_path, "drain-rx", "--slots", "2")
+        try:
+            running = submit_jobs(s, tmp_path, "acme", 1, layout(fake_until=gate))[0]
+            wait_for(lambda: (r := record_of(backends, running)) and
+                     r.status is JobStatus.RUNNING, 60, "the first job to start")
+            worker.signal()  # drain: the running job may finish; nothing new starts
+            wait_for(lambda: worker.actions("drain"), 30, "the drain to begin")
+            late = submit_jobs(s, tmp_path, "globex", 1, layout())[0]
+            got = wait_for(lambda: backends.queue.receive(1, 1, 600), 120,
+                           "the late message to be visible again")
+            assert json.loads(got[0].body)["job_id"] == late
+            assert got[0].receive_count >= 2, "the worker's poll never brought it: nothing proved"
+            assert record_of(backends, late) is None or \
+                record_of(backends, late).status is not JobStatus.RUNNING
+            gate.touch()
+            assert worker.wait(120) == 0
+        finally:
+            gate.touch()
+            worker.close()
