@@ -11,12 +11,20 @@ ratio of the 100k row to the 0 row against the targets (every ratio <= 1.5,
 why < 1 s and the borrow refresh < 100 ms at 100k).
 
 Then it runs `imposer run` on 200 jobs and turns the AWS calls the worker
-made (its stop log) into DynamoDB request units and a price per million jobs.
+made (its stop log) into DynamoDB request units and a price per million jobs,
+saying how many of the jobs found their tenant at its cap (the worker's
+``cap_defer`` log lines).
 moto's ConsumedCapacity is a constant, so units are counted from the items'
 real sizes with DynamoDB's rules (see ``units``); the price constants are
 at the top of this file.
 
     python scripts/bench_scale.py [--sizes 0,10000,100000] [--repeat 5]
+    python scripts/bench_scale.py --skip-costs      # the size table only
+    python scripts/bench_scale.py --costs-only      # the 200-job cost part only
+
+``--costs-only`` seeds nothing and skips the size table: it runs only the
+200-job `imposer run` and prints its calls, units and price, so a job's cost
+can be re-measured in about a minute after a change to the worker.
 """
 
 from __future__ import annotations
@@ -224,6 +232,9 @@ def per_job_costs(url: str) -> None:
     stopped = [json.loads(line) for line in log.read_text().splitlines()
                if line.startswith("{") and '"action": "stopped"' in line][-1]
     calls = stopped["aws_calls"]
+    # Jobs that found their tenant at its cap (the worker logs each deferral as cap_defer).
+    capped = {json.loads(line).get("job_id") for line in log.read_text().splitlines()
+              if line.startswith("{") and '"action": "cap_defer"' in line}
     backends = connect(settings)
     sizes = {}
     for table in (settings.jobs_table, settings.leases_table, settings.outbox_table):
@@ -242,9 +253,11 @@ def per_job_costs(url: str) -> None:
     dollars = 1e6 * (wru * PRICE_WRU + rru * PRICE_RRU + sqs_total * PRICE_SQS
                      + s3_writes * PRICE_S3_WRITE + s3_reads * PRICE_S3_READ)
     dynamo = {k: round(n / jobs, 2) for k, n in sorted(calls.items()) if k.startswith("dynamodb")}
-    print(f"\nper job, from `imposer run` of {jobs} jobs (10 tenants, cap 4, deferral 1 s):")
+    print(f"\nper job, from `imposer run` of {jobs} jobs (10 tenants, cap 4, deferral 1 s; "
+          f"{len(capped)} job(s) hit the cap):")
     print(f"  SQS requests {sqs_total:.2f} (worker {sqs:.2f} + the tenant's send)")
-    print(f"  DynamoDB calls {sum(dynamo.values()):.2f}: {dynamo}")
+    total = sum(n for k, n in calls.items() if k.startswith("dynamodb")) / jobs  # unrounded
+    print(f"  DynamoDB calls {total:.2f}: {dynamo}")
     print(f"  DynamoDB units: {wru:.1f} write, {rru:.1f} read (item sizes, bytes: "
           f"{ {k: v for k, v in sizes.items() if '-' not in k} })")
     print(f"  S3: {s3_writes:.1f} writes, {s3_reads:.1f} reads (tenant upload, child, promotion)")
@@ -258,11 +271,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="0,10000,100000")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--skip-costs", action="store_true")
+    parser.add_argument("--skip-costs", action="store_true", help="the size table only")
+    parser.add_argument("--costs-only", action="store_true",
+                        help="skip the size table; run only the 200-job cost part")
     args = parser.parse_args()
+    if args.costs_only and args.skip_costs:
+        parser.error("--costs-only and --skip-costs leave nothing to run")
     sizes = [int(s) for s in args.sizes.split(",")]
     proc, url = start_stack()
     try:
+        if args.costs_only:
+            per_job_costs(url)
+            return 0
         rows = {size: measure(size, args.repeat) for size in sizes}
         names = list(next(iter(rows.values())))
         print(f"{'records':>9}  " + "  ".join(f"{n:>14}" for n in names))
