@@ -23,6 +23,7 @@ from imposer.models import JobStatus, S3Uri
 from imposer.worker.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
+from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.jobs import record_of
 from tests.fixtures.workers import FAKE, Worker, layout, submit_jobs, wait_for
 
@@ -37,8 +38,7 @@ def tool_processes(job_id: str) -> list[psutil.Process]:
     return found
 
 
-@pytest.fixture
-def by_hand(settings, tmp_path):
+def hand_driven(settings, tmp_path):
     """A one-slot Supervisor on a hand-driven clock, its pool started, nothing else running."""
     clock = ManualClock(start=time.time())
     s = settings.evolve(slots=1, engine="pdftoolbox", pdftoolbox=str(FAKE),
@@ -46,8 +46,25 @@ def by_hand(settings, tmp_path):
     backends = connect(s, clock=clock)
     supervisor = Supervisor(backends, Pool(1, s))
     supervisor.pool.start()
+    return supervisor, backends, clock
+
+
+@pytest.fixture
+def by_hand(settings, tmp_path):
+    supervisor, backends, clock = hand_driven(settings, tmp_path)
     yield supervisor, backends, clock
     supervisor.pool.stop(timeout=0)
+
+
+@pytest.fixture
+def by_hand_behind_proxy(settings, tmp_path, monkeypatch):
+    """`by_hand` whose AWS calls pass through a fault proxy, and the proxy."""
+    proxy = FaultProxy(os.environ["AWS_ENDPOINT_URL"], "by-hand").start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+    supervisor, backends, clock = hand_driven(settings, tmp_path)
+    yield supervisor, backends, clock, proxy
+    supervisor.pool.stop(timeout=0)
+    proxy.stop()
 
 
 def start_one(supervisor, settings, tmp_path, **variables) -> str:
@@ -80,6 +97,33 @@ class TestResultsAreNeverThrownAway:
         assert record_of(backends, job).status == JobStatus.SUCCEEDED
         depth = backends.queue.depth()
         assert depth["visible"] + depth["in_flight"] == 0, "the message was returned to run again"
+
+
+class TestLostReplies:
+    def test_a_release_whose_reply_was_lost_still_promotes_its_plate(
+            self, by_hand_behind_proxy, settings, tmp_path, caplog):
+        """A release that committed but whose every reply was lost is found in the job record
+        on the next try: the plate is promoted and the message deleted, nothing discarded."""
+        supervisor, backends, clock, proxy = by_hand_behind_proxy
+        job = start_one(supervisor, settings, tmp_path)
+        supervisor.collect_finished(wait=0)
+        proxy.inject("drop_reply", 600, service="dynamodb", operation="TransactWriteItems")
+        supervisor.settle_finished()  # commits; botocore's tries all lose their replies
+        assert len(supervisor.running) == 1, "the job left before its release was known done"
+        record = record_of(backends, job)
+        assert record.status == JobStatus.SUCCEEDED, "the release did not commit"
+        proxy.clear()
+        supervisor.settle_finished(force=True)  # refused (the lease is gone): ours took it
+        assert not len(supervisor.running)
+        s3 = boto3.client("s3")
+        output = S3Uri.parse(record.output)
+        head = s3.head_object(Bucket=output.bucket, Key=output.key)
+        assert head["Metadata"][EPOCH_META] == record.output_epoch
+        depth = backends.queue.depth()
+        assert depth["visible"] + depth["in_flight"] == 0, "the message was not deleted"
+        actions = [getattr(r, "action", None) for r in caplog.records]
+        assert "release_reply_lost" in actions and "lease_lost" not in actions
+        assert backends.leases.counters()["acme"].inflight == 0
 
 
 @pytest.fixture
