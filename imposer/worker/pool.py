@@ -108,10 +108,32 @@ class Pool:
         return sum(s.busy for s in self.slots)
 
     def submit(self, index: int, spec: Any) -> None:
+        """Send *spec* to slot *index*'s child, replacing (once) a child that died idle.
+
+        A child can die between the loop's last look at the pool and this send;
+        the job never reached it, so it goes to a fresh child, no failure.
+        """
         slot = self.slots[index]
         assert not slot.busy, f"slot {index} is busy"
+        if not slot.process.is_alive():
+            self._replace_idle(slot)
         slot.busy = True
-        slot.conn.send(spec)
+        try:
+            slot.conn.send(spec)
+        except (OSError, EOFError):  # BrokenPipeError, ConnectionResetError
+            self._replace_idle(slot)
+            slot.busy = True
+            slot.conn.send(spec)
+
+    def _replace_idle(self, slot: _Slot) -> None:
+        _stop_child(slot.process)  # (a pipe that broke under a live child: it goes too)
+        code = slot.process.exitcode
+        logger.warning("pool child of slot %s died while idle (exit code %s); replacing it "
+                       "before it takes a job", slot.index, code,
+                       extra=extra("idle_child_replaced", slot=slot.index, exitcode=code))
+        slot.conn.close()
+        self._clear(slot)
+        self._spawn(slot)
 
     def wait(self, timeout: float) -> list[Event]:
         """Block up to *timeout* s for finished jobs or dead children."""

@@ -99,6 +99,25 @@ class TestResultsAreNeverThrownAway:
         assert depth["visible"] + depth["in_flight"] == 0, "the message was returned to run again"
 
 
+class TestDeadChildren:
+    def test_a_job_for_a_child_that_died_idle_goes_to_a_fresh_one(self, by_hand, settings,
+                                                                  tmp_path, caplog):
+        """A job sent to a slot whose child died while idle runs in a fresh child: no broken
+        pipe, no handler error, no failure counted."""
+        supervisor, backends, _ = by_hand
+        idle = psutil.Process(supervisor.pool.slots[0].process.pid)
+        idle.kill()
+        wait_for(lambda: not idle.is_running() or idle.status() == psutil.STATUS_ZOMBIE, 30,
+                 "the idle child to die")
+        job = start_one(supervisor, settings, tmp_path)
+        supervisor.collect_finished(wait=0)
+        supervisor.settle_finished()
+        record = record_of(backends, job)
+        assert (record.status, record.attempts, record.failures) == (JobStatus.SUCCEEDED, 1, 0)
+        actions = [getattr(r, "action", None) for r in caplog.records]
+        assert "idle_child_replaced" in actions and "handler_error" not in actions
+
+
 class TestLostReplies:
     def test_a_release_whose_reply_was_lost_still_promotes_its_plate(
             self, by_hand_behind_proxy, settings, tmp_path, caplog):
