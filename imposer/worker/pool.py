@@ -10,7 +10,8 @@ already runs threads and boto3 clients.
 A child that dies (or is killed) cannot clean up after itself, so the pool
 does: it kills the tools the child's slot started (found by their owner tag)
 and empties the slot's work directory, before a fresh child takes the slot.
-At start it does the same for whatever an earlier run of this host left.
+At start it does the same for whatever an earlier run of this host left,
+once that run's parent process is gone.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +60,9 @@ class Pool:
         if context == "forkserver":
             self.ctx.set_forkserver_preload(["imposer.child.main", "imposer.child.task"])
         self.slots = [_Slot(i) for i in range(size)]
-        #: This run of the host; tools and directories of other runs are leftovers.
-        self.boot = uuid.uuid4().hex[:12]
+        #: This run of the host, named after this process: tools and directories of runs
+        #: whose process is gone are leftovers.
+        self.boot = cleanup.boot_id(psutil.Process())
         self.host = settings.host_id
         self.root = settings.work_root / self.host.replace("/", "_")
 

@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from imposer.aws.s3 import EPOCH_META
+from imposer.child import cleanup
 from imposer.clock import ManualClock
 from imposer.models import JobStatus, S3Uri
 from imposer.worker.pool import Pool
@@ -200,6 +201,39 @@ class TestNoOrphans:
             assert (cleared["killed"], cleared["removed"]) == (1, 1)
         finally:
             for proc in (mine, theirs):
+                proc.kill()
+                proc.wait()
+
+    def test_restart_leaves_a_live_run_of_its_host_id_alone(self, settings, tmp_path, workers):
+        """A host booting beside a live worker with its host id leaves that worker's tools and
+        work dirs alone; those of a run whose parent died, or whose pid was reused, it clears."""
+        work = tmp_path / "work"
+        sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+        parents = [subprocess.Popen(sleeper) for _ in range(2)]
+        live, gone = (cleanup.boot_id(psutil.Process(p.pid)) for p in parents)
+        parents[1].kill()
+        parents[1].wait()
+        started = int(psutil.Process(parents[0].pid).create_time())
+        reused = f"{parents[0].pid}-{started - 3600}-0a0a0a0a"  # the live pid, another process
+        tools = {}
+        for boot in (live, gone, reused):
+            (work / "twin-host" / boot / "slot-0" / "job-x").mkdir(parents=True)
+            tools[boot] = subprocess.Popen(sleeper, start_new_session=True, env={
+                **os.environ, "IMPOSER_TOOL_OWNER": f"twin-host/{boot}/0"})
+        try:
+            worker = Worker(settings, tmp_path, "twin-host", "--slots", "1", "--exit-when-idle",
+                            env={"IMPOSER_WORK_DIR": str(work)})
+            workers.append(worker)
+            assert worker.wait(60) == 0, worker.tail()
+            assert tools[live].poll() is None, "a live worker's tool was killed"
+            assert (work / "twin-host" / live / "slot-0" / "job-x").is_dir()
+            for boot in (gone, reused):
+                assert tools[boot].wait(10) == -signal.SIGKILL
+                assert not (work / "twin-host" / boot).exists()
+            (cleared,) = worker.actions("leftovers_cleared")
+            assert (cleared["killed"], cleared["removed"]) == (2, 2)
+        finally:
+            for proc in [*tools.values(), parents[0]]:
                 proc.kill()
                 proc.wait()
 
