@@ -39,15 +39,22 @@ def tool_processes(job_id: str) -> list[psutil.Process]:
     return found
 
 
-def hand_driven(settings, tmp_path):
-    """A one-slot Supervisor on a hand-driven clock, its pool started, nothing else running."""
+def hand_driven(settings, tmp_path, endpoint=None, monkeypatch=None):
+    """A one-slot Supervisor on a hand-driven clock, its pool started, nothing else running.
+
+    With *endpoint*, the parent's AWS clients use it; the pool starts first, so
+    its children (and a forkserver started for them, which outlives the test)
+    keep reaching the stack itself.
+    """
     clock = ManualClock(start=time.time())
     s = settings.evolve(slots=1, engine="pdftoolbox", pdftoolbox=str(FAKE),
                         job_timeout_seconds=1.0, work_dir=str(tmp_path / "work"))
+    pool = Pool(1, s)
+    pool.start()
+    if endpoint:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     backends = connect(s, clock=clock)
-    supervisor = Supervisor(backends, Pool(1, s))
-    supervisor.pool.start()
-    return supervisor, backends, clock
+    return Supervisor(backends, pool), backends, clock
 
 
 @pytest.fixture
@@ -59,10 +66,9 @@ def by_hand(settings, tmp_path):
 
 @pytest.fixture
 def by_hand_behind_proxy(settings, tmp_path, monkeypatch):
-    """`by_hand` whose AWS calls pass through a fault proxy, and the proxy."""
+    """`by_hand` whose parent's AWS calls pass through a fault proxy, and the proxy."""
     proxy = FaultProxy(os.environ["AWS_ENDPOINT_URL"], "by-hand").start()
-    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
-    supervisor, backends, clock = hand_driven(settings, tmp_path)
+    supervisor, backends, clock = hand_driven(settings, tmp_path, proxy.url, monkeypatch)
     yield supervisor, backends, clock, proxy
     supervisor.pool.stop(timeout=0)
     proxy.stop()
