@@ -42,5 +42,6 @@ class TestUpload:
         (outcome,) = got
         assert outcome.fate == Fate.SUCCEEDED, outcome
         attempt = S3Uri.parse(spec.upload_to)
-        head = boto3.client("s3", endpoint_url=aws_endpoint).head_object(Bucket=attempt.bucket, Key=attempt.key)
+        s3 = boto3.client("s3", endpoint_url=aws_endpoint)
+        head = s3.head_object(Bucket=attempt.bucket, Key=attempt.key)
         assert head["Metadata"][EPOCH_META] == "e1"
