@@ -132,11 +132,19 @@ class Dynamo:
                 raise
         return True
 
-    def transact(self, items: list[dict[str, Any]], what: str) -> None:
-        """Run TransactWriteItems; raise TransactionCancelled with per-item reasons."""
+    def transact(self, items: list[dict[str, Any]], what: str, token: str | None = None) -> None:
+        """Run TransactWriteItems; raise TransactionCancelled with per-item reasons.
+
+        *token* is the ClientRequestToken: the same token (with the same items)
+        within ten minutes is answered as the success it was, not run again.
+        Without one botocore makes one per call, good only for its own retries.
+        """
+        kwargs: dict[str, Any] = {"TransactItems": items}
+        if token:
+            kwargs["ClientRequestToken"] = token
         with session.translated(what):
             try:
-                self.client.transact_write_items(TransactItems=items)
+                self.client.transact_write_items(**kwargs)
             except botocore.exceptions.ClientError as exc:
                 if session.error_code(exc) != "TransactionCanceledException":
                     raise

@@ -36,6 +36,7 @@ _TRANSIENT = {
     "Throttling",
     "ProvisionedThroughputExceededException",
     "RequestLimitExceeded",
+    "RequestThrottled",  # SQS
     "TransactionConflictException",
     "TransactionInProgressException",
     "InternalServerError",

@@ -4,12 +4,18 @@ A child killed by SIGKILL (or a host that died) cannot run its own cleanup,
 so the parent does it from outside: every tool process carries the
 ``IMPOSER_TOOL_OWNER`` tag of the slot that started it (``<host>/<boot>/<slot>``)
 and every job directory sits under the slot's directory of this boot.
+
+A boot is named after the parent process that runs it (``<pid>-<start>-<random>``),
+so a booting worker clears only earlier runs whose parent is gone: never
+those of another live worker that shares its host id on this machine. The
+start time tells a reused pid from the parent itself.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+import uuid
 from pathlib import Path
 
 import psutil
@@ -18,6 +24,33 @@ from imposer.engine.pdftoolbox import OWNER
 from imposer.logs import extra
 
 logger = logging.getLogger(__name__)
+
+
+def boot_id(parent: psutil.Process) -> str:
+    """Name a run of a host after the process that runs it."""
+    return f"{parent.pid}-{int(parent.create_time())}-{uuid.uuid4().hex[:8]}"
+
+
+def run_alive(boot: str) -> bool:
+    """Say whether the parent process of run *boot* still lives.
+
+    A name without a parent (an imposer from before names had one) is an
+    earlier run. The start time may differ by a second between two readings
+    (the kernel's boot time is rounded), a reused pid's by far more.
+    """
+    try:
+        pid, started, _ = boot.split("-")
+        pid, started = int(pid), int(started)
+    except ValueError:
+        return False
+    try:
+        parent = psutil.Process(pid)
+        return abs(parent.create_time() - started) <= 2 and \
+            parent.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:  # not ours to look at: someone else's, and alive
+        return True
 
 
 def owner_tag(host: str, boot: str, slot: int | None = None) -> str:
@@ -54,9 +87,10 @@ def kill_slot_tools(host: str, boot: str, slot: int) -> int:
 
 
 def kill_previous_runs(host: str, boot: str) -> int:
-    """At boot: kill tools started by any earlier run of this host."""
+    """At boot: kill tools started by earlier runs of this host whose parent is gone."""
     mine, ours = f"{host}/", owner_tag(host, boot)
-    return kill_tools(lambda t: t.startswith(mine) and not t.startswith(ours))
+    return kill_tools(lambda t: t.startswith(mine) and not t.startswith(ours)
+                      and not run_alive(t[len(mine):].partition("/")[0]))
 
 
 def empty_dir(path: Path) -> None:
@@ -70,11 +104,11 @@ def empty_dir(path: Path) -> None:
 
 
 def remove_previous_runs(root: Path, boot: str) -> int:
-    """At boot: remove the work directories of earlier runs of this host; return how many."""
+    """At boot: remove the work directories of this host's finished runs; return how many."""
     removed = 0
     if root.is_dir():
         for child in root.iterdir():
-            if child.name != boot:
+            if child.name != boot and not run_alive(child.name):
                 shutil.rmtree(child, ignore_errors=True)
                 removed += 1
     return removed

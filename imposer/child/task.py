@@ -24,6 +24,7 @@ from imposer.errors import (
     LayoutError,
     LicenceUnavailable,
     PermanentJobError,
+    StorageError,
     TooLarge,
 )
 from imposer.logs import extra
@@ -34,6 +35,9 @@ logger = logging.getLogger(__name__)
 
 #: Largest layout file read from S3.
 MAX_LAYOUT_BYTES = 64 * 1024
+#: Pauses before a failed upload is tried again: the plate is made and on disk, so a bad
+#: moment of S3 (beyond botocore's own retries) should not cost the job an attempt.
+UPLOAD_PAUSES = (1.0, 2.0, 4.0)
 
 
 def _scrubbed(exc: Exception, workdir: Path) -> Exception:
@@ -117,9 +121,22 @@ class TaskRunner:
         summary = self._impose(spec, layout, source, plate, workdir)
         timings["impose"] = round(time.monotonic() - t1, 4)
         t2 = time.monotonic()
-        size = self.storage.upload(plate, S3Uri.parse(spec.upload_to), epoch=spec.epoch)
+        size = self._upload(spec, plate)
         timings["upload"] = round(time.monotonic() - t2, 4)
         return {"bytes": size, **summary}
+
+    def _upload(self, spec: TaskSpec, plate: Path) -> int:
+        """Upload the plate to the attempt's key, trying again while S3 fails."""
+        req, uri = spec.request, S3Uri.parse(spec.upload_to)
+        for pause in UPLOAD_PAUSES:
+            try:
+                return self.storage.upload(plate, uri, epoch=spec.epoch)
+            except StorageError as exc:
+                logger.warning("upload of job %s failed (%s); trying again in %.0fs",
+                               req.job_id, exc, pause,
+                               extra=extra("upload_retry", req.tenant_id, req.job_id))
+                time.sleep(pause)
+        return self.storage.upload(plate, uri, epoch=spec.epoch)
 
     def _layout_source(self, layout: Any, workdir: Path) -> Any:
         """Turn the message's layout into what load_layout takes: never a local path.

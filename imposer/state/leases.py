@@ -10,6 +10,7 @@ same TransactWriteItems, so ``inflight`` always equals the live leases; the
 from __future__ import annotations
 
 import enum
+import hashlib
 import logging
 import uuid
 from typing import Any, Sequence
@@ -34,6 +35,11 @@ from imposer.state.jobs import JobStore, free_to_start, mark_final, mark_open
 from imposer.state.tenants import TenantStore
 
 logger = logging.getLogger(__name__)
+
+
+def request_token(epoch: str, step: str) -> str:
+    """Return the ClientRequestToken of one step of one attempt: the same on every try."""
+    return hashlib.blake2s(f"{epoch}/{step}".encode(), digest_size=16).hexdigest()
 
 
 def table_spec(name: str) -> TableSpec:
@@ -185,6 +191,11 @@ class LeaseStore:
         the open index and sets its expiry in the same write. Raises LeaseLost
         when the lease was reclaimed meanwhile: the counter was already
         decremented by the reclaim and must not be again.
+
+        A release whose reply was lost is not lost: every try of it carries
+        the same ClientRequestToken (DynamoDB answers a repeat as the success
+        it was), and a try that is refused because the lease is gone reads the
+        job record, which says whether our own release is what took it.
         """
         job = Update().set(status=status.value, **fields).remove("lease_expires_at")
         if status.final:
@@ -202,7 +213,27 @@ class LeaseStore:
                names=job.names),
             *also,
         ]
-        self._transact_fenced(items, lease, "release")
+        try:
+            self._transact_fenced(items, lease, "release",
+                                  token=request_token(lease.epoch, f"release/{status.value}"))
+        except LeaseLost:
+            if status == JobStatus.QUEUED or not self.released(lease, status):
+                raise  # (queued is what a reclaim writes too: that record cannot tell)
+            logger.warning("the reply to the release of job %s was lost; the job record shows "
+                           "it committed", lease.job_id,
+                           extra=extra("release_reply_lost", lease.tenant_id, lease.job_id))
+
+    def released(self, lease: Lease, status: JobStatus) -> bool:
+        """Say whether the job record shows *lease*'s own release to *status* committed.
+
+        Only that release gives the record a status other than running or
+        queued under the lease's epoch: acquire writes running, a reclaim
+        queued, and a new attempt a new epoch; a final record is never
+        reopened. A success also names the epoch as its output's.
+        """
+        record = self.jobs.get(lease.tenant_id, lease.job_id)
+        return (record is not None and record.epoch == lease.epoch and record.status == status
+                and (status != JobStatus.SUCCEEDED or record.output_epoch == lease.epoch))
 
     def _decrement(self, lease: Lease) -> dict[str, Any]:
         field = "borrowed" if lease.borrowed else "inflight"
@@ -210,10 +241,14 @@ class LeaseStore:
                   update=f"SET {field} = {field} - :one ADD ver :one",
                   condition=f"{field} >= :one", values={":one": 1})
 
-    def _transact_fenced(self, items: list, lease: Lease, what: str) -> None:
+    def _transact_fenced(self, items: list, lease: Lease, what: str,
+                         token: str | None = None) -> None:
         for attempt in range(2):
             try:
-                self.dynamo.transact(items, f"{what} lease of {lease.job_id}")
+                # the try after a repair is a new request: its first was refused, not lost
+                self.dynamo.transact(items, f"{what} lease of {lease.job_id}",
+                                     token=request_token(token, "repaired") if attempt and token
+                                     else token)
                 return
             except TransactionCancelled as exc:
                 if len(exc.reasons) != len(items):

@@ -12,7 +12,8 @@ step that meets an AWS error is tried again on the next pass of the loop
 3. the **message**: deleted, dead-lettered, or made visible again later.
 
 Only a lease that runs out before the release goes through gives the job up
-(the sweep reclaims it and it runs again). If the host dies after step 1,
+(the sweep reclaims it and it runs again); a release whose reply was lost
+is found committed by the lease store, never taken for a reclaim. If the host dies after step 1,
 the message returns, finds the job final and the dispatcher finishes step 2
 before deleting it; the outbox sender does the same before telling the tenant.
 """
@@ -104,8 +105,8 @@ class Completer:
                 else JobStatus.RETRYING
         else:
             status = JobStatus.RETRYING
-        return self.table.update(job, status=status, failures=failures) or \
-            attrs.evolve(job, status=status, failures=failures)
+        decided = {"status": status, "failures": failures, "decided_at": self.clock.time()}
+        return self.table.update(job, **decided) or attrs.evolve(job, **decided)
 
     def _fields(self, job: Running) -> dict:
         outcome, status, s = job.outcome, job.status, self.settings
@@ -120,7 +121,7 @@ class Completer:
         elif status == JobStatus.RETRYING:
             fields["wait_reason"] = f"licence unavailable, retrying: {outcome.reason}"
         if status.final:
-            fields["finished_at"] = self.clock.time()
+            fields["finished_at"] = job.decided_at
         return fields
 
     def _release(self, job: Running) -> Running | None:
@@ -213,7 +214,7 @@ class Completer:
         promote = job.status == JobStatus.SUCCEEDED
         return Event(event_id=event_id(req.tenant_id, req.job_id, job.epoch),
                      tenant_id=req.tenant_id, job_id=req.job_id, url=req.webhook, body=body,
-                     due_at=self.clock.time(), created_at=self.clock.time(),
+                     due_at=job.decided_at, created_at=job.decided_at,
                      attempt=req.attempt_uri(job.epoch) if promote else None,
                      epoch=job.epoch if promote else None,
                      output=req.output if promote else None)

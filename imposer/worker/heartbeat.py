@@ -21,7 +21,7 @@ from imposer.logs import extra
 from imposer.state.leases import LeaseStore
 from imposer.worker.messages import Messages
 from imposer.worker.overrun import OverrunPolicy
-from imposer.worker.running import RunningTable
+from imposer.worker.running import Running, RunningTable
 
 logger = logging.getLogger(__name__)
 
@@ -52,9 +52,7 @@ class LeaseRenewer:
             try:
                 lease = self.leases.renew(job.lease)
             except LeaseLost as exc:
-                if self.table.update(job, lost=True) is not None:
-                    logger.error("lost the lease of job %s: %s", req.key, exc,
-                                 extra=extra("lease_lost", req.tenant_id, req.job_id))
+                self.lost(job, exc)
                 continue
             except BackendError as exc:
                 logger.warning("could not renew lease of %s: %s", req.key, exc,
@@ -67,6 +65,30 @@ class LeaseRenewer:
                                100 * took / self.ttl,
                                extra=extra("renew_slow", req.tenant_id, req.job_id, seconds=took))
             self.table.update(job, lease=lease)
+
+    def lost(self, job: Running, exc: LeaseLost) -> None:
+        """Flag *job* as lost, unless it was our own release that took the lease.
+
+        A renewal that races the release finds the lease gone: the running
+        table or, while the release's reply is still awaited, the job record
+        says so. Only a lease someone else took is an error.
+        """
+        req = job.request
+        current = self.table.update(job)
+        try:
+            ours = current is None or current.released or (
+                current.status is not None and self.leases.released(job.lease, current.status))
+        except BackendError as err:
+            logger.warning("lease of %s is gone and its job record cannot be read (%s); "
+                           "looking again next beat", req.key, err,
+                           extra=extra("heartbeat_error", req.tenant_id, req.job_id))
+            return
+        if ours:
+            logger.debug("lease of job %s ended with its release", req.key,
+                         extra=extra("lease_released", req.tenant_id, req.job_id))
+        elif self.table.update(job, lost=True) is not None:
+            logger.error("lost the lease of job %s: %s", req.key, exc,
+                         extra=extra("lease_lost", req.tenant_id, req.job_id))
 
 
 class MessageHolder:

@@ -70,6 +70,9 @@ class OutboxSender(threading.Thread):
         while True:
             try:
                 self.pass_once()
+            except BackendError as exc:  # AWS had a bad moment: one line, the next pass retries
+                logger.warning("webhook sender pass failed: %s", exc,
+                               extra=extra("webhook_error"))
             except Exception:
                 logger.exception("webhook sender pass failed", extra=extra("webhook_error"))
             if self._halt.is_set():

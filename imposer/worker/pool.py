@@ -10,7 +10,8 @@ already runs threads and boto3 clients.
 A child that dies (or is killed) cannot clean up after itself, so the pool
 does: it kills the tools the child's slot started (found by their owner tag)
 and empties the slot's work directory, before a fresh child takes the slot.
-At start it does the same for whatever an earlier run of this host left.
+At start it does the same for whatever an earlier run of this host left,
+once that run's parent process is gone.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import shutil
-import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -60,8 +60,9 @@ class Pool:
         if context == "forkserver":
             self.ctx.set_forkserver_preload(["imposer.child.main", "imposer.child.task"])
         self.slots = [_Slot(i) for i in range(size)]
-        #: This run of the host; tools and directories of other runs are leftovers.
-        self.boot = uuid.uuid4().hex[:12]
+        #: This run of the host, named after this process: tools and directories of runs
+        #: whose process is gone are leftovers.
+        self.boot = cleanup.boot_id(psutil.Process())
         self.host = settings.host_id
         self.root = settings.work_root / self.host.replace("/", "_")
 
@@ -108,10 +109,32 @@ class Pool:
         return sum(s.busy for s in self.slots)
 
     def submit(self, index: int, spec: Any) -> None:
+        """Send *spec* to slot *index*'s child, replacing (once) a child that died idle.
+
+        A child can die between the loop's last look at the pool and this send;
+        the job never reached it, so it goes to a fresh child, no failure.
+        """
         slot = self.slots[index]
         assert not slot.busy, f"slot {index} is busy"
+        if not slot.process.is_alive():
+            self._replace_idle(slot)
         slot.busy = True
-        slot.conn.send(spec)
+        try:
+            slot.conn.send(spec)
+        except (OSError, EOFError):  # BrokenPipeError, ConnectionResetError
+            self._replace_idle(slot)
+            slot.busy = True
+            slot.conn.send(spec)
+
+    def _replace_idle(self, slot: _Slot) -> None:
+        _stop_child(slot.process)  # (a pipe that broke under a live child: it goes too)
+        code = slot.process.exitcode
+        logger.warning("pool child of slot %s died while idle (exit code %s); replacing it "
+                       "before it takes a job", slot.index, code,
+                       extra=extra("idle_child_replaced", slot=slot.index, exitcode=code))
+        slot.conn.close()
+        self._clear(slot)
+        self._spawn(slot)
 
     def wait(self, timeout: float, wake: Sequence[int] = ()) -> list[Event]:
         """Block up to *timeout* s for finished jobs or dead children, or a *wake* fd."""

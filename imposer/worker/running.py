@@ -47,6 +47,9 @@ class Running:
     #: The fate decided for this attempt (kept, so a retried settlement counts once).
     status: JobStatus | None = None
     failures: int = 0
+    #: Wall-clock time the fate was decided: every try of the release writes this one, so
+    #: each try is the same request (and its ClientRequestToken can answer for it).
+    decided_at: float | None = None
     #: Settlement steps done: the release transaction, the plate promotion.
     released: bool = False
     promoted: bool = False

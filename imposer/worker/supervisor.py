@@ -45,6 +45,10 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+class _StoppedWhileBooting(Exception):
+    """A stop signal came while the boot was still waiting for AWS."""
+
+
 class Supervisor:
     """Run jobs from the queue in a fixed pool, fairly, until told to stop."""
 
@@ -110,7 +114,8 @@ class Supervisor:
     # -- the story -----------------------------------------------------------
     def run(self) -> int:
         """Serve until drained or stopped; return the process exit code."""
-        self.boot()
+        if not self.boot():
+            return self.exit_code
         try:
             while not self.fast.is_set():
                 self.handle_signals()
@@ -131,23 +136,33 @@ class Supervisor:
             self.shutdown()
         return self.exit_code
 
-    def boot(self) -> None:
-        """Reach AWS (riding out a network that is not up yet), clear leftovers, start."""
+    def boot(self) -> bool:
+        """Reach AWS (riding out a network that is not up yet), clear leftovers, start.
+
+        Return False when told to stop before AWS answered: nothing was started
+        and nothing is held, so there is nothing to hand back.
+        """
         self.install_signals()
-        self.patiently("boot", self.check_resources)
-        orphans = self.patiently("boot", lambda: sweeping.reclaim_host(
-            self.leases, self.metrics, self.settings.host_id, self.messages))
+        try:
+            self.patiently("boot", self.check_resources)
+            orphans = self.patiently("boot", lambda: sweeping.reclaim_host(
+                self.leases, self.metrics, self.settings.host_id, self.messages))
+            if self.settings.borrow:
+                self.patiently("borrow view", self.borrowing.refresh)
+        except _StoppedWhileBooting as exc:
+            logger.info("stopped while booting: %s", exc,
+                        extra=extra("stopped", started=0, booted=False))
+            return False
         logger.info("starting %s slots on host %s (engine %s); reclaimed %s orphaned lease(s)",
                     self.settings.slots, self.settings.host_id, self.settings.engine,
                     len(orphans), extra=extra("boot", host=self.settings.host_id,
                                               slots=self.settings.slots,
                                               reclaimed=len(orphans)))
         self.pool.start()
-        if self.settings.borrow:
-            self.patiently("borrow view", self.borrowing.refresh)
         for thread in self.threads:
             thread.start()
         self.booted.set()
+        return True
 
     def check_resources(self) -> None:
         """Refuse to start without the queue and every table (`imposer init` makes them)."""
@@ -161,7 +176,9 @@ class Supervisor:
     def patiently(self, what: str, call: Callable[[], T]) -> T:
         """Call *call*, retrying AWS errors that may pass until the boot deadline.
 
-        A missing resource or bad credentials is configuration: no retry.
+        A missing resource or bad credentials is configuration: no retry. A
+        SIGTERM (drain or fast stop) ends the retries: there is nothing to
+        drain yet, so the worker stops cleanly rather than wait for AWS.
         """
         deadline = self.clock.monotonic() + self.settings.boot_retry_seconds
         delay = 0.5
@@ -171,11 +188,13 @@ class Supervisor:
             except (MissingResource, ConfigError):
                 raise
             except BackendError as exc:
-                if self.clock.monotonic() > deadline or self.fast.is_set():
+                if self.drain.is_set() or self.fast.is_set():
+                    raise _StoppedWhileBooting(f"{what}: {exc}") from None
+                if self.clock.monotonic() > deadline:
                     raise
                 logger.warning("%s: %s; retrying in %.1fs", what, exc, delay,
                                extra=extra("aws_retry", what=what))
-                self.fast.wait(delay)
+                self.drain.wait(delay)  # (set by every stop signal, the fast one's too)
                 delay = min(10.0, delay * 2)
 
     # -- signals -------------------------------------------------------------

@@ -113,6 +113,31 @@ class TestFencing:
         backends.leases.release(new, JobStatus.SUCCEEDED)
         assert backends.leases.counters()["acme"].inflight == 0
 
+    def test_a_release_tried_again_after_it_committed_is_done(self, backends):
+        """A release repeated after its reply was lost finds its own commit in the job record."""
+        req = request()
+        lease = backends.leases.acquire(req, "h", 0).lease
+        backends.leases.release(lease, JobStatus.SUCCEEDED, output_epoch=lease.epoch,
+                                finished_at=1.0)
+        backends.leases.release(lease, JobStatus.SUCCEEDED, output_epoch=lease.epoch,
+                                finished_at=1.0)
+        assert backends.leases.counters()["acme"].inflight == 0
+        with pytest.raises(LeaseLost):  # the record says succeeded, not failed: not this one
+            backends.leases.release(lease, JobStatus.FAILED, finished_at=1.0)
+
+    def test_every_try_of_a_release_carries_one_request_token(self, backends):
+        """The tries of one release share a ClientRequestToken; another attempt's differ."""
+        tokens: list[str] = []
+        backends.leases.dynamo.client.meta.events.register(
+            "provide-client-params.dynamodb.TransactWriteItems",
+            lambda params, **kw: tokens.append(params.get("ClientRequestToken")))
+        first = backends.leases.acquire(request(), "h", 0).lease
+        other = backends.leases.acquire(request(), "h", 1).lease
+        tokens.clear()
+        for lease in (first, first, other):
+            backends.leases.release(lease, JobStatus.FAILED, finished_at=1.0)
+        assert tokens[0] and tokens[0] == tokens[1] != tokens[2]
+
     def test_renew_extends_expiry(self, backends, clock):
         """A renewed lease survives a sweep past its first expiry."""
         lease = backends.leases.acquire(request(), "h", 0).lease

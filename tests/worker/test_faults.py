@@ -18,11 +18,13 @@ import psutil
 import pytest
 
 from imposer.aws.s3 import EPOCH_META
+from imposer.child import cleanup
 from imposer.clock import ManualClock
 from imposer.models import JobStatus, S3Uri
 from imposer.worker.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
+from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.jobs import record_of
 from tests.fixtures.workers import FAKE, Worker, layout, submit_jobs, wait_for
 
@@ -37,17 +39,39 @@ def tool_processes(job_id: str) -> list[psutil.Process]:
     return found
 
 
-@pytest.fixture
-def by_hand(settings, tmp_path):
-    """A one-slot Supervisor on a hand-driven clock, its pool started, nothing else running."""
+def hand_driven(settings, tmp_path, endpoint=None, monkeypatch=None):
+    """A one-slot Supervisor on a hand-driven clock, its pool started, nothing else running.
+
+    With *endpoint*, the parent's AWS clients use it; the pool starts first, so
+    its children (and a forkserver started for them, which outlives the test)
+    keep reaching the stack itself.
+    """
     clock = ManualClock(start=time.time())
     s = settings.evolve(slots=1, engine="pdftoolbox", pdftoolbox=str(FAKE),
                         job_timeout_seconds=1.0, work_dir=str(tmp_path / "work"))
+    pool = Pool(1, s)
+    pool.start()
+    if endpoint:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     backends = connect(s, clock=clock)
-    supervisor = Supervisor(backends, Pool(1, s))
-    supervisor.pool.start()
+    return Supervisor(backends, pool), backends, clock
+
+
+@pytest.fixture
+def by_hand(settings, tmp_path):
+    supervisor, backends, clock = hand_driven(settings, tmp_path)
     yield supervisor, backends, clock
     supervisor.pool.stop(timeout=0)
+
+
+@pytest.fixture
+def by_hand_behind_proxy(settings, tmp_path, monkeypatch):
+    """`by_hand` whose parent's AWS calls pass through a fault proxy, and the proxy."""
+    proxy = FaultProxy(os.environ["AWS_ENDPOINT_URL"], "by-hand").start()
+    supervisor, backends, clock = hand_driven(settings, tmp_path, proxy.url, monkeypatch)
+    yield supervisor, backends, clock, proxy
+    supervisor.pool.stop(timeout=0)
+    proxy.stop()
 
 
 def start_one(supervisor, settings, tmp_path, **variables) -> str:
@@ -80,6 +104,52 @@ class TestResultsAreNeverThrownAway:
         assert record_of(backends, job).status == JobStatus.SUCCEEDED
         depth = backends.queue.depth()
         assert depth["visible"] + depth["in_flight"] == 0, "the message was returned to run again"
+
+
+class TestDeadChildren:
+    def test_a_job_for_a_child_that_died_idle_goes_to_a_fresh_one(self, by_hand, settings,
+                                                                  tmp_path, caplog):
+        """A job sent to a slot whose child died while idle runs in a fresh child: no broken
+        pipe, no handler error, no failure counted."""
+        supervisor, backends, _ = by_hand
+        idle = psutil.Process(supervisor.pool.slots[0].process.pid)
+        idle.kill()
+        wait_for(lambda: not idle.is_running() or idle.status() == psutil.STATUS_ZOMBIE, 30,
+                 "the idle child to die")
+        job = start_one(supervisor, settings, tmp_path)
+        supervisor.collect_finished(wait=0)
+        supervisor.settle_finished()
+        record = record_of(backends, job)
+        assert (record.status, record.attempts, record.failures) == (JobStatus.SUCCEEDED, 1, 0)
+        actions = [getattr(r, "action", None) for r in caplog.records]
+        assert "idle_child_replaced" in actions and "handler_error" not in actions
+
+
+class TestLostReplies:
+    def test_a_release_whose_reply_was_lost_still_promotes_its_plate(
+            self, by_hand_behind_proxy, settings, tmp_path, caplog):
+        """A release that committed but whose every reply was lost is found in the job record
+        on the next try: the plate is promoted and the message deleted, nothing discarded."""
+        supervisor, backends, clock, proxy = by_hand_behind_proxy
+        job = start_one(supervisor, settings, tmp_path)
+        supervisor.collect_finished(wait=0)
+        proxy.inject("drop_reply", 600, service="dynamodb", operation="TransactWriteItems")
+        supervisor.settle_finished()  # commits; botocore's tries all lose their replies
+        assert len(supervisor.running) == 1, "the job left before its release was known done"
+        record = record_of(backends, job)
+        assert record.status == JobStatus.SUCCEEDED, "the release did not commit"
+        proxy.clear()
+        supervisor.settle_finished(force=True)  # refused (the lease is gone): ours took it
+        assert not len(supervisor.running)
+        s3 = boto3.client("s3")
+        output = S3Uri.parse(record.output)
+        head = s3.head_object(Bucket=output.bucket, Key=output.key)
+        assert head["Metadata"][EPOCH_META] == record.output_epoch
+        depth = backends.queue.depth()
+        assert depth["visible"] + depth["in_flight"] == 0, "the message was not deleted"
+        actions = [getattr(r, "action", None) for r in caplog.records]
+        assert "release_reply_lost" in actions and "lease_lost" not in actions
+        assert backends.leases.counters()["acme"].inflight == 0
 
 
 @pytest.fixture
@@ -137,6 +207,39 @@ class TestNoOrphans:
             assert (cleared["killed"], cleared["removed"]) == (1, 1)
         finally:
             for proc in (mine, theirs):
+                proc.kill()
+                proc.wait()
+
+    def test_restart_leaves_a_live_run_of_its_host_id_alone(self, settings, tmp_path, workers):
+        """A host booting beside a live worker with its host id leaves that worker's tools and
+        work dirs alone; those of a run whose parent died, or whose pid was reused, it clears."""
+        work = tmp_path / "work"
+        sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+        parents = [subprocess.Popen(sleeper) for _ in range(2)]
+        live, gone = (cleanup.boot_id(psutil.Process(p.pid)) for p in parents)
+        parents[1].kill()
+        parents[1].wait()
+        started = int(psutil.Process(parents[0].pid).create_time())
+        reused = f"{parents[0].pid}-{started - 3600}-0a0a0a0a"  # the live pid, another process
+        tools = {}
+        for boot in (live, gone, reused):
+            (work / "twin-host" / boot / "slot-0" / "job-x").mkdir(parents=True)
+            tools[boot] = subprocess.Popen(sleeper, start_new_session=True, env={
+                **os.environ, "IMPOSER_TOOL_OWNER": f"twin-host/{boot}/0"})
+        try:
+            worker = Worker(settings, tmp_path, "twin-host", "--slots", "1", "--exit-when-idle",
+                            env={"IMPOSER_WORK_DIR": str(work)})
+            workers.append(worker)
+            assert worker.wait(60) == 0, worker.tail()
+            assert tools[live].poll() is None, "a live worker's tool was killed"
+            assert (work / "twin-host" / live / "slot-0" / "job-x").is_dir()
+            for boot in (gone, reused):
+                assert tools[boot].wait(10) == -signal.SIGKILL
+                assert not (work / "twin-host" / boot).exists()
+            (cleared,) = worker.actions("leftovers_cleared")
+            assert (cleared["killed"], cleared["removed"]) == (2, 2)
+        finally:
+            for proc in [*tools.values(), parents[0]]:
                 proc.kill()
                 proc.wait()
 

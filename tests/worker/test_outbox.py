@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from imposer.aws.s3 import Storage
+from imposer.clock import ManualClock
 from imposer.models import JobStatus, S3Uri, TenantConfig
 from imposer.state.outbox import Event, event_id
 from imposer.webhooks.delivery import WebhookSender, build_event, encode
 from imposer.worker.outbox import OutboxSender
+from imposer.worker.wiring import connect
+from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.jobs import record_of, request
+from tests.fixtures.workers import wait_for
 
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -161,3 +167,26 @@ class TestOutbox:
         assert sender_for(backends).pass_once() == 1
         assert storage.get_bytes(S3Uri.parse(req.output)) == b"%PDF-1.7 plate"
         assert receiver.requests, "the tenant heard only after the plate was in place"
+
+    def test_an_aws_error_in_a_pass_is_one_warning_line(self, settings, receiver, tenant,
+                                                         monkeypatch, caplog):
+        """AWS errors on the due query log one warning line each, no traceback, and the
+        sender carries on once AWS answers again."""
+        proxy = FaultProxy(os.environ["AWS_ENDPOINT_URL"], "outbox").start()
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        backends = connect(settings, clock=ManualClock())
+        proxy.inject("error", 600, service="dynamodb", operation="Query")
+        sender = sender_for(backends)
+        sender.start()
+        try:
+            failed = lambda: [r for r in caplog.records  # noqa: E731
+                              if getattr(r, "action", None) == "webhook_error"]
+            wait_for(failed, 60, "a pass to fail")
+            proxy.clear()
+            finish_with_webhook(backends, receiver.url)
+            wait_for(lambda: receiver.requests, 60, "the sender to carry on")
+        finally:
+            sender.stop()
+            proxy.stop()
+        assert {(r.levelno, r.exc_info) for r in failed()} == {(logging.WARNING, None)}
+        assert "InternalServerError" in failed()[0].getMessage()

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from imposer.models import JobStatus, TenantConfig
+from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.jobs import record_of
 from tests.fixtures.workers import Worker, calls_by_job, layout, submit_jobs, wait_for
 
@@ -255,6 +256,25 @@ class TestSignals:
         for job in ids:
             assert not [p for p in psutil.process_iter(["cmdline"])
                         if any(job in part for part in (p.info["cmdline"] or []))]
+
+    def test_sigterm_while_the_boot_waits_for_aws_stops_cleanly(self, settings, tmp_path,
+                                                                 workers, aws_endpoint):
+        """A SIGTERM while the boot rides out AWS errors ends the retries: exit 0, not 4."""
+        proxy = FaultProxy(aws_endpoint, "boot").start()
+        try:
+            proxy.inject("error", 600)
+            worker = Worker(settings, tmp_path, "stop-at-boot", "--slots", "1",
+                            env={"AWS_ENDPOINT_URL": proxy.url,
+                                 "IMPOSER_BOOT_RETRY_SECONDS": "600"})
+            workers.append(worker)
+            wait_for(lambda: worker.actions("aws_retry"), 60, "the boot to retry AWS")
+            worker.signal(signal.SIGTERM)
+            assert worker.wait(60) == 0, worker.tail()
+        finally:
+            proxy.stop()
+        assert not worker.actions("boot")
+        (stopped,) = worker.actions("stopped")
+        assert stopped["booted"] is False
 
 
 class TestRetention:
