@@ -13,9 +13,10 @@ import sys
 
 import pytest
 
+from tests.chaos import repros
 from tests.fixtures.chaos.cluster import ROOT
 
-FIXED = ("poison", "slow-acquire")
+FIXED = tuple(sorted(repros.REPROS))
 
 pytestmark = pytest.mark.slow
 
