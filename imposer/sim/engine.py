@@ -177,9 +177,18 @@ class Schedule:
     counts: Mapping[str, int]
 
 
-def simulate(jobs: Sequence[SimJob], policy: Policy) -> Schedule:
-    """Replay *jobs* under *policy* and return every attempt."""
-    return _Fleet(jobs, policy).run()
+def simulate(jobs: Sequence[SimJob], policy: Policy, boot: Sequence[float] = ()) -> Schedule:
+    """Replay *jobs* under *policy* and return every attempt.
+
+    *boot*: when each host's parent starts, per host (the others at 0). Hosts
+    that start together split a burst between them; one that starts later
+    finds a tenant's cap already held by the first, and which way a real
+    fleet goes is a draw.
+    """
+    fleet = _Fleet(jobs, policy)
+    for host, at in zip(fleet.hosts, boot):
+        host.clock = at
+    return fleet.run()
 
 
 class _Host:

@@ -253,6 +253,21 @@ class TestTheParentsTime:
         s = simulate(jobs(("a", 0, 10.5)), Policy(slots=2, cap=1, poll_seconds=1))
         assert s.counts["receives"] == 1 + 11
 
+    def test_a_host_that_boots_late_finds_the_cap_held(self):
+        """Host 1 starts at t=1: host 0 holds a's cap of 2 on its 2 slots, and keeps it.
+
+        Host 1 receives jobs 2 and 3 at t=1 and parks them. Both of host 0's
+        jobs end at t=10: the first settled job's slot is handed to job 2
+        (two slots free), the second's is the host's last, so it is owed and
+        paid when the 4 s poll comes back empty (t=14). Host 1 settles none
+        of a's jobs, so it never hands off.
+        """
+        s = simulate(jobs(*[("a", 0, 10) for _ in range(4)]),
+                     Policy(hosts=2, slots=2, cap=2, poll_seconds=4), boot=(0, 1))
+        assert starts(s) == [0, 0, 10, 14]
+        assert {a.host for a in s.attempts} == {0}
+        assert (s.counts["parked"], s.counts["handed_off"]) == (2, 2)
+
     def test_hosts_decide_in_turn(self):
         """Two hosts receive at once; each acquire reads the counter as its commit finds it.
 
