@@ -8,7 +8,8 @@ pdfToolbox; deferral 1 s, park window 300 s, heartbeat = the median run):
          (median 2 s);
 * lone   the noisy tenant's 100 jobs alone (median 2 s);
 * long   long jobs: the heavy tenant's 60 jobs alone for 20 s, then two quiet tenants
-         send 3 each (median 4 s).
+         send 3 each (median 4 s);
+* late   mixed, with the quiet tenants at t=12 s, after the noisy backlog is parked.
 
 Policies, each a real `imposer run` (fake pdfToolbox sleeping each job's run
 time) on `imposer local`; one host of 8 slots, or two of 4 (``-2h``):
@@ -26,11 +27,14 @@ park and deferral windows: the cap with instant refill, the reference the
 cap's cost is measured against.
 
 Also printed: AWS calls per job by kind for every policy (from each worker's
-stop log), the parent's overhead per job (receive to child start, child end
-to message settled), the borrow check, `imposer why`'s prediction error on
-the mixed cap run, and the simulator's speed on four weeks of 50,000 jobs.
+stop log), with the floor (an uncapped job's own calls) and what a parked job
+adds; the parent's overhead per job (receive to child start, child end to
+message settled, and how long after its tool ended a child was collected);
+the borrow check, `imposer why`'s prediction error on the mixed cap run, and
+the simulator's speed on four weeks of 50,000 jobs.
 
-    python scripts/bench_fairness.py [--only mixed,lone] [--skip-speed]
+    python scripts/bench_fairness.py [--only mixed,lone,...] [--skip-speed]
+                                     [--save FILE | --load FILE]
 """
 
 from __future__ import annotations
@@ -84,11 +88,15 @@ STRICT = ("fifo", "cap-strict")
 DEFER, PARK, POLL = 1.0, 300.0, 1
 #: Simulated replays per run, and the spread of their run times.
 REPLAYS, JITTER = 11, 0.03
+#: A second host started this much after the first: later than one receive and a batch of
+#: acquires on this stack (about 0.1 s), so the first host takes a burst's whole cap.
+LATE_BOOT = 0.3
 #: Calls on a job's own path that the cap drives; the target (<= 4 per job) counts these.
 PATH_KINDS = ("receive", "transaction", "visibility", "waiting put", "waiting query",
               "waiting delete", "job note")
-#: The other calls: every job's cap read (part of the acquire), its message delete and plate
-#: promotion (S3), lease renewals, and the threads beside the loop (sweep, rollups, outbox).
+#: The other calls: the tenants' cap reads (the acquire's, cached IMPOSER_CAP_CACHE_SECONDS per
+#: host), every job's message delete and plate promotion (S3), lease renewals, and the
+#: threads beside the loop (sweep, rollups, outbox).
 OTHER_KINDS = ("cap read", "delete", "s3", "renew", "background")
 
 
@@ -221,6 +229,9 @@ def run_fleet(stack: Stack, jobs: list[SimJob], policy: str, hosts: int, slots: 
                     "call": pct([l["settle_ms"] for l in lines
                                  if l.get("action") == "job_finished"], 50) / 1000 / 5},
         "child": child,
+        "parked": sum(1 for l in lines if l.get("action") == "cap_defer"),
+        "handed_off": sum(1 for l in lines if l.get("action") == "metric"
+                          and l.get("metric") == "handed_off"),
     }
 
 
@@ -303,8 +314,9 @@ def replay(jobs: list[SimJob], result: dict) -> list[SimJob]:
 
     A child runs from its launch to the end of its tool (its ``tool_done``
     line; the upload after it takes milliseconds here). The record's
-    ``run_seconds`` ends later, when the parent noticed (it may be sitting in
-    a long poll): that delay is the parent's, so the simulator models it
+    ``run_seconds`` ends when the parent collected the child (at once since
+    the receive runs in a thread; ``noticed`` in the overhead table says how
+    long after): that delay is the parent's, so the simulator models it
     rather than replaying it, and perfect delivery does without it.
     """
     out = [None] * len(jobs)
@@ -594,6 +606,7 @@ def report(workloads, out, speeds) -> None:
                   f"{label:8} {fmt(m['quiet_p95']):>9} {m['makespan']:>8.1f}s "
                   f"{m['util']:>5.0%} {m['max_noisy']:>9}  {ratios:>28}")
     targets(measured)
+    splits(measured)
     calls(out, workloads)
     overhead(out)
     validation(table)
@@ -640,6 +653,36 @@ def targets(measured) -> None:
               f"(bound 4/7 = 0.57); max slots cap {lc['max_noisy']}, borrow {lb['max_noisy']}")
 
 
+def splits(measured) -> None:
+    """Two hosts: who ran the noisy tenant's jobs, really and simulated, and the simulator
+    with the second host's parent starting late (the first then holds the whole cap)."""
+    rows = [(k, m) for k, m in measured.items() if k[0].endswith("2h")]
+    if not rows:
+        return
+    print(f"\ntwo hosts: the noisy tenant's jobs per host, and makespan; the simulator with "
+          f"both parents starting together (as replayed above) and with the second "
+          f"{LATE_BOOT:g} s late:")
+    for (name, policy), (real, sim, perfect, result, jobs, sim_s, perfect_s, stalls) in rows:
+        hosts = collections.Counter(r.host for r in result["records"].values()
+                                    if r.tenant_id == NOISY)
+        split = "/".join(str(n) for n in sorted(hosts.values(), reverse=True))
+        p = sim_s.policy
+        late = simulate(jobs, p, boot=(0.0, LATE_BOOT))
+        late_m = measure(rows_of_schedule(late, submitted(jobs, result)), p.slots_total)
+
+        def per_host(schedule) -> str:
+            n = collections.Counter(a.host for a in schedule.attempts
+                                    if schedule.jobs[a.job].tenant == NOISY)
+            return "/".join(str(v) for v in sorted(n.values(), reverse=True))
+
+        print(f"  {name:9} {policy:10} real {split:>6} {real['makespan']:6.1f}s   sim "
+              f"{per_host(sim_s):>6} {sim['makespan']:6.1f}s ({ratio(sim['makespan'], real['makespan'])}"
+              f" of real)   second late {per_host(late):>6} {late_m['makespan']:6.1f}s "
+              f"({ratio(late_m['makespan'], real['makespan'])} of real, "
+              f"{ratio(late_m['makespan'], perfect['makespan'])} of perfect; "
+              f"{late.counts['owed']} hand-offs owed)")
+
+
 def calls(out, workloads) -> None:
     print("\nAWS calls per job by kind (all hosts' stop logs; 'path' = recv + txn + vis + the "
           "parking's waiting-table put/query/delete and job note; target <= 4 under the cap):")
@@ -650,13 +693,27 @@ def calls(out, workloads) -> None:
              "background": "threads"}
     print(f"  {'run':9} {'policy':10} " + " ".join(f"{short[k]:>7}" for k in kinds)
           + f" {'path':>6}")
+    floor, added = [], []
     for name, wl, policy, hosts, slots, result in out:
         c = calls_by_kind(result["calls"], result["settings"], len(workloads[wl]))
         mark = ""
         if policy in ("cap", "cap-strict", "borrow"):
             mark = "  met" if c["path"] <= 4 else "  NOT MET"
+        else:
+            floor.append(c["path"])
         print(f"  {name:9} {policy:10} " + " ".join(f"{c[k]:>7.2f}" for k in kinds)
               + f" {c['path']:>6.2f}{mark}")
+        parks = result.get("parked", 0) / len(workloads[wl])
+        if policy in ("cap", "borrow") and parks:
+            added.append((name, policy, c["path"], parks))
+    if floor:
+        low = statistics.median(floor)
+        print(f"  floor: an uncapped job's own path calls (fifo, fair runs) {min(floor):.2f}-"
+              f"{max(floor):.2f} per job, median {low:.2f}: the target of 4 is met by no "
+              f"policy that parks if the floor is above it")
+        for name, policy, path, parks in added:
+            print(f"  {name:9} {policy:10} {parks:.2f} parks per job; each parked job adds "
+                  f"{(path - low) / parks:.2f} calls to the path")
 
 
 def overhead(out) -> None:
@@ -719,13 +776,16 @@ def extras(measured, workloads) -> None:
             errors = [abs(p - a) for p, a in preds]
             print(f"imposer why on the mixed cap run: {len(errors)} predictions of waiting jobs; "
                   f"start error p50 {pct(errors, 50):.2f}s, p90 {pct(errors, 90):.2f}s")
-    print("\nthe simulator's parent for each cap run (first replay): parks, hand-offs, park "
-          "windows that ran out before a hand-off")
+    print("\nthe simulator's parent for each cap run (first replay): parks, hand-offs, hand-offs "
+          "owed, park windows that ran out before a hand-off; the real run's parks and "
+          "hand-offs (its logs)")
     for (name, policy), m in measured.items():
         if policy in ("cap", "cap-strict", "borrow"):
-            c = m[5].counts
+            c, result = m[5].counts, m[3]
             print(f"  {name:9} {policy:10} {c['parked']:4} parks {c['handed_off']:4} hand-offs "
-                  f"{c['park_expired']:4} ran out; {m[7]}/{REPLAYS} replays had one run out")
+                  f"{c.get('owed', 0):4} owed {c['park_expired']:4} ran out; {m[7]}/{REPLAYS} "
+                  f"replays had one run out; real {result.get('parked', '-'):>4} parks "
+                  f"{result.get('handed_off', '-'):>4} hand-offs")
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ def _cap_of(ctx, param, values):
               help="Also draw waits and utilisation per variant to this PNG (chart extra).")
 @click.option("--json", "as_json", is_flag=True, help="Print every variant as JSON.")
 @settings_options(*TABLE_NAMES, "park_seconds", "defer_seconds", "retry_seconds",
-                  "max_attempts", "poll_seconds")
+                  "max_attempts", "poll_seconds", "cap_cache_seconds")
 @handle_errors
 def simulate(settings: Settings, days, export, synthetic, median, sigma, seed, hosts,
              slot_counts, cap_values, cap_of, borrow_values, reserve, call_ms, receive_ms,
@@ -134,9 +134,7 @@ def simulate(settings: Settings, days, export, synthetic, median, sigma, seed, h
                    else f"no jobs to simulate ({source})")
         return
     base = policy_of(settings, caps={**caps, **cap_of}, call_ms=call_ms,
-                     receive_ms=receive_ms,
-                     # A recorded run time ends when the parent noticed: it holds the poll.
-                     poll_seconds=settings.poll_seconds if synthetic else 0)
+                     receive_ms=receive_ms)
     if perfect:
         base = base.perfect()
     grid = Grid(base=base, hosts=hosts or (max(1, len(fleet)),),
@@ -166,9 +164,14 @@ def simulate(settings: Settings, days, export, synthetic, median, sigma, seed, h
 
 
 def policy_of(settings: Settings, *, caps: dict, call_ms: float = AWS_MS,
-              receive_ms: float = AWS_MS, poll_seconds: float = 0, hosts: int = 1,
-              slots: int | None = None):
-    """The settings `imposer run` would have, as the simulator's base policy."""
+              receive_ms: float = AWS_MS, hosts: int = 1, slots: int | None = None):
+    """The settings `imposer run` would have, as the simulator's base policy.
+
+    The long poll is the worker's for every workload: the parent collects a
+    child the moment it ends (its receive runs in a thread), so a recorded
+    run time does not hold the poll; the poll delays only a hand-off owed
+    to a host's last free slot.
+    """
     from imposer.sim.engine import Policy
 
     return Policy(hosts=hosts, slots=slots or settings.slots, cap=settings.default_cap,
@@ -176,7 +179,8 @@ def policy_of(settings: Settings, *, caps: dict, call_ms: float = AWS_MS,
                   park_seconds=settings.park_seconds, defer_seconds=settings.defer_seconds,
                   retry_seconds=settings.retry_seconds, max_attempts=settings.max_attempts,
                   call_seconds=call_ms / 1000, receive_seconds=receive_ms / 1000,
-                  poll_seconds=poll_seconds)
+                  poll_seconds=settings.poll_seconds,
+                  cap_cache_seconds=settings.cap_cache_seconds)
 
 
 def _from_tables(settings: Settings, days: int):
@@ -208,7 +212,8 @@ def format_rows(rows, source: str, base) -> list[str]:
              f"settings      park {s(base.park_seconds)}, deferral {s(base.defer_seconds)}, "
              f"retry {s(base.retry_seconds)} x {base.max_attempts} attempts, "
              f"{'fair-queue' if base.fair_queues else 'strict'} delivery, AWS call "
-             f"{1000 * base.call_seconds:g} ms, receive {1000 * base.receive_seconds:g} ms"
+             f"{1000 * base.call_seconds:g} ms, receive {1000 * base.receive_seconds:g} ms, "
+             f"long poll {s(base.poll_seconds)}"
              + ("; tier caps " + ", ".join(f"{t}={c}" for t, c in base.caps) if base.caps
                 else ""),
              "",

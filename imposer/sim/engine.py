@@ -1,26 +1,33 @@
 """The discrete-event simulation: imposer's dispatch in virtual time, decisions from the worker.
 
-Each host runs the parent loop of `imposer run`: settle the jobs whose
-children finished (slot freed; message deleted, retried after the backoff or
-requeued after the deferral), hand each settled tenant's freed slot to its
-oldest parked job while another slot stays free, then receive as many
-messages as there are free slots and start, park, defer or lend for each, as
-``imposer.worker.dispatch`` does. Every decision is a call into
-``imposer.worker.policy``: the cap (``may_take_own_slot``), the borrow rule
-(``why_not_borrow``), the hand-off (``may_hand_off``), send order
-(``oldest_first``), retry backoff (``retry_delay``) and dead-lettering
-(``is_dead``).
+Each host runs the parent loop of `imposer run` (``Supervisor.run``): settle
+the jobs whose children finished (slot freed; message deleted, retried after
+the backoff or requeued after the deferral); for each settled job, hand its
+slot to its tenant's oldest parked job if another slot stays free, else owe
+the tenant that hand-off (``Dispatcher.wake``); then dispatch what the
+receive brought (start, park, defer or lend for each message, as
+``imposer.worker.dispatch`` does), pay the hand-offs owed if it brought
+nothing (``Dispatcher.wake_idle``), and ask for as many messages as slots
+are free. Every decision is a call into ``imposer.worker.policy``: the cap
+(``may_take_own_slot``), the borrow rule (``why_not_borrow``), the hand-off
+and its owed payment (``may_hand_off``), send order (``oldest_first``),
+retry backoff (``retry_delay``) and dead-lettering (``is_dead``).
 
 Only time and AWS are simulated. The parent does one thing at a time and
-each AWS call takes ``call_seconds`` (a receive ``receive_seconds``; the
-calls of each step are counted as the worker makes them, see ``CALLS``), so
-parking a backlog takes time, as it does for real. A parent with free
-slots and nothing to receive sits in a long poll of ``poll_seconds``, which
-returns at once when a message becomes visible but does not see a child
-finish: that job is settled when the poll ends. (A recorded run time
-already holds that delay, so replays of records use no poll.) A tenant
-found at its cap is taken to be at cap on that host for a second (the
-dispatcher's memo) unless one of its jobs ends there.
+each AWS call it makes takes ``call_seconds`` (the calls of each step are
+counted as the worker makes them, see ``CALLS``; a tenant's cap is read at
+most once per ``cap_cache_seconds`` per host), so parking a backlog takes
+time, as it does for real. The receive runs beside the parent, as the
+worker's receiver thread does (``imposer.worker.receiver``): one at a time,
+for as many messages as slots were free when it was asked; it reaches SQS
+``receive_seconds / 2`` after the ask and its answer comes back as long
+after. With nothing visible it waits up to ``poll_seconds`` (the long poll)
+for a message, and returns at once when one becomes visible; a child that
+ends meanwhile is settled at once, the poll going on beside it. A
+poll that returns empty is what pays an owed hand-off, so a capped tenant
+whose job ended in its host's last free slot waits for the poll in flight
+to end. A tenant found at its cap is taken to be at cap on that host for a
+second (the dispatcher's memo) unless one of its jobs ends there.
 
 Delivery is that of ``imposer.aws.localstack``, SQS fair queues: visible
 messages of the groups with the fewest messages in flight first, each group
@@ -49,8 +56,9 @@ from imposer.worker import policy as rules
 RECEIVE_MAX = 10
 #: AWS calls the parent makes for each step, as the worker's code makes them.
 CALLS = {
-    "receive": 1,             # ReceiveMessage
-    "acquire": 2,             # the tenant's cap (GetItem), then TransactWriteItems
+    "receive": 1,             # ReceiveMessage (the receiver thread's, beside the parent)
+    "cap": 1,                 # the tenant's cap (GetItem), once per cap_cache_seconds a host
+    "acquire": 1,             # TransactWriteItems (a paused tenant's needs none)
     "park": 3,                # ChangeMessageVisibility, waiting-table PutItem, job note
     "defer": 2,               # ChangeMessageVisibility, job note
     "notes": 1,               # waiting-table Query of the tenant's oldest notes
@@ -62,9 +70,16 @@ CALLS = {
 }
 #: How long the dispatcher remembers a tenant at its cap (``Dispatcher._capped``).
 MEMO_SECONDS = 1.0
-_FINISH, _VISIBLE, _TICK, _RESUME = 0, 1, 2, 3
+#: Notes one waiting-table Query returns (``WaitingStore.oldest``).
+NOTES_READ = 3
+_FINISH, _VISIBLE, _TICK, _RESUME, _SERVE, _SERVE_ALL, _POLL_END, _ANSWER = range(8)
 _WAITING, _VISIBLE_NOW, _PARKED, _RUNNING, _DONE = range(5)
-_IDLE, _SCHEDULED, _POLLING, _BUSY = range(4)
+#: The parent: waiting on its children and the receive, about to run a pass, in a pass.
+_IDLE, _SCHEDULED, _BUSY = range(3)
+#: The receive: none asked; on its way to SQS; long-polling; its answer on its way back;
+#: its answer waiting for the parent; empty polls one after another while the parent
+#: waits with nothing owed (worked out when something happens: ``_unchain``).
+_RX_NONE, _RX_ASKED, _RX_WAIT, _RX_BACK, _RX_DONE, _RX_CHAIN = range(6)
 
 
 def _caps(value) -> tuple[tuple[str, int], ...]:
@@ -100,6 +115,8 @@ class Policy:
     poll_seconds: float = 0.0
     #: The dispatcher's memo of tenants found at their cap.
     memo: bool = True
+    #: How long a host keeps a tenant's cap before reading it again (IMPOSER_CAP_CACHE_SECONDS).
+    cap_cache_seconds: float = 5.0
 
     def __attrs_post_init__(self) -> None:
         if self.hosts < 1 or self.slots < 1:
@@ -107,7 +124,7 @@ class Policy:
         if self.cap < 0 or self.reserve < 0 or any(c < 0 for _, c in self.caps):
             raise ConfigError("caps and the reserve must not be negative")
         if min(self.park_seconds, self.defer_seconds, self.retry_seconds, self.call_seconds,
-               self.receive_seconds, self.poll_seconds) < 0:
+               self.receive_seconds, self.poll_seconds, self.cap_cache_seconds) < 0:
             raise ConfigError("delays must not be negative")
         if self.max_attempts < 1:
             raise ConfigError("max attempts must be at least 1")
@@ -154,21 +171,32 @@ class Schedule:
     end: tuple[float | None, ...]
     #: Per job: succeeded, failed, dead, or paused (its tenant's cap is 0).
     status: tuple[str, ...]
-    #: Simulated work: receives, messages received, parks, park windows that ran out,
-    #: hand-offs, deferrals, borrows, retries, and the parent's AWS calls.
+    #: Simulated work: receives (empty polls included), messages received, parks, park
+    #: windows that ran out, hand-offs, hand-offs owed (the freed slot was the host's
+    #: last), deferrals, borrows, retries, and the AWS calls (the receives' included).
     counts: Mapping[str, int]
 
 
-def simulate(jobs: Sequence[SimJob], policy: Policy) -> Schedule:
-    """Replay *jobs* under *policy* and return every attempt."""
-    return _Fleet(jobs, policy).run()
+def simulate(jobs: Sequence[SimJob], policy: Policy, boot: Sequence[float] = ()) -> Schedule:
+    """Replay *jobs* under *policy* and return every attempt.
+
+    *boot*: when each host's parent starts, per host (the others at 0). Hosts
+    that start together split a burst between them; one that starts later
+    finds a tenant's cap already held by the first, and which way a real
+    fleet goes is a draw.
+    """
+    fleet = _Fleet(jobs, policy)
+    for host, at in zip(fleet.hosts, boot):
+        host.clock = at
+    return fleet.run()
 
 
 class _Host:
-    """One parent: its free slots, finished children to settle, and what it is doing."""
+    """One parent and its receive: free slots, finished children, hand-offs owed."""
 
-    __slots__ = ("index", "free", "done", "state", "token", "poll_end", "clock", "capped",
-                 "turn")
+    __slots__ = ("index", "free", "done", "state", "token", "clock", "capped", "turn",
+                 "owed", "cap_read", "stale", "rx", "rx_token", "rx_want", "rx_end",
+                 "rx_result")
 
     def __init__(self, index: int, slots: int) -> None:
         self.index = index
@@ -176,13 +204,23 @@ class _Host:
         self.done: list[tuple[int, int, bool]] = []
         self.state = _IDLE
         self.token = 0
-        self.poll_end = 0.0
         #: The parent's own time: busy with AWS calls until then.
         self.clock = 0.0
         #: tenant -> until when this host takes it to be at its cap without asking.
         self.capped: dict[str, float] = {}
         #: The pass in progress (a generator), while the parent waits on AWS.
         self.turn = None
+        #: tenant -> hand-offs owed to it (``Dispatcher._owed``), oldest tenant first.
+        self.owed: dict[str, int] = {}
+        #: tenant -> when this host last read its cap (``TenantStore.cap_for``'s cache).
+        self.cap_read: dict[str, float] = {}
+        #: ``_Fleet.shown`` when asking again could bring nothing new (-1: it could).
+        self.stale = -1
+        self.rx = _RX_NONE
+        self.rx_token = 0
+        self.rx_want = 0
+        self.rx_end = 0.0
+        self.rx_result: list[int] = []
 
 
 class _Fleet:
@@ -190,9 +228,10 @@ class _Fleet:
 
     A pass of a host's loop is a generator: it yields whenever the parent's
     own clock has run ahead of the fleet's (it waited on AWS), and resumes
-    when the fleet gets there, so every decision (a receive, an acquire, a
-    hand-off) reads the queue and the counters as they are at that moment,
-    between the other hosts' decisions.
+    when the fleet gets there, so every decision (an acquire, a hand-off,
+    what a receive takes) reads the queue and the counters as they are at
+    that moment, between the other hosts' decisions. A host's receive moves
+    through its own events beside its parent's passes.
     """
 
     def __init__(self, jobs: Sequence[SimJob], policy: Policy) -> None:
@@ -223,15 +262,17 @@ class _Fleet:
         self.notes: dict[str, list[tuple[float, int, int, int]]] = {}
         self.blocking: dict[str, int] = {}
         self.counts = dict.fromkeys(("receives", "received", "parked", "park_expired",
-                                     "handed_off", "deferred", "borrowed", "retries", "calls"),
-                                    0)
+                                     "handed_off", "owed", "deferred", "borrowed", "retries",
+                                     "calls"), 0)
         self.events: list[tuple] = []
         self._tick = 0
         self._turn = 0
+        #: A fleet-wide serve of the long polls is due (one per instant messages show at).
+        self._serving = False
         self.now = 0.0
-        #: Messages made visible so far: a pass that saw some arrive goes round again.
+        #: Messages made visible so far: a host whose receive could bring nothing new
+        #: asks again once this moves.
         self.shown = 0
-        self.instant = policy.call_seconds == 0 and policy.receive_seconds == 0
         #: Jobs not yet final: while some are, a host with free slots keeps polling.
         self.left = n
         for i, job in enumerate(self.jobs):
@@ -250,15 +291,33 @@ class _Fleet:
                     self._schedule(host, now)
             elif kind == _VISIBLE:
                 if self.version[a] == b and self.state[a] in (_WAITING, _PARKED):
-                    self._show(a)
-                    self._poke(now)
-            elif hosts[a].token == b:
+                    if self._show(a):
+                        self._poke(now)
+            elif kind in (_TICK, _RESUME):
                 host = hosts[a]
-                if kind == _TICK:
-                    host.clock = max(host.clock, now)
-                    host.state = _BUSY
-                    host.turn = self._pass(host, polled=c)
-                self._resume(host)
+                if host.token == b:
+                    if kind == _TICK:
+                        host.clock = max(host.clock, now)
+                        self._unchain(host, host.clock)
+                        host.state = _BUSY
+                        host.turn = self._pass(host)
+                    self._resume(host)
+            elif kind == _SERVE_ALL:
+                self._serve_polls(now)
+            elif hosts[a].rx_token == b:  # the receive's own events
+                host = hosts[a]
+                if kind == _SERVE:
+                    self._serve(host, now)
+                elif kind == _POLL_END:
+                    if host.rx == _RX_WAIT:
+                        self._poll_ended(host, now)
+                elif host.rx == _RX_BACK:  # _ANSWER: the loop wakes on the receive's pipe
+                    host.rx = _RX_DONE
+                    if host.state == _IDLE:
+                        self._schedule(host, now)
+        last = max((e for e in self.end if e is not None), default=self.now)
+        for host in hosts:
+            self._unchain(host, last)  # count the empty polls up to the last job's end
         return Schedule(jobs=self.jobs, policy=self.policy, attempts=tuple(self.attempts),
                         first_start=tuple(self.first_start), end=tuple(self.end),
                         status=tuple(self.status), counts=dict(self.counts))
@@ -275,19 +334,19 @@ class _Fleet:
             return
         host.turn = None
 
-    def _schedule(self, host: _Host, at: float, polled: bool = False) -> None:
+    def _schedule(self, host: _Host, at: float) -> None:
         host.token += 1
         host.state = _SCHEDULED
-        self._push(max(at, host.clock), _TICK, host.index, host.token, polled)
+        self._push(max(at, host.clock), _TICK, host.index, host.token)
 
     def _poke(self, now: float) -> None:
-        """A message is visible: polling hosts' receives return, idle hosts with room wake."""
-        hosts = self.hosts
-        self._turn = (self._turn + 1) % len(hosts)
-        for k in range(len(hosts)):
-            host = hosts[(self._turn + k) % len(hosts)]
-            if host.state == _POLLING or (host.state == _IDLE and host.free):
-                self._schedule(host, now, polled=host.state == _POLLING)
+        """A message is visible: long polls return with it, idle parents with room ask."""
+        if not self._serving:  # after every message shown at this instant (a later event)
+            self._serving = True
+            self._push(now, _SERVE_ALL, 0)
+        for host in self.hosts:
+            if host.rx == _RX_NONE and host.state == _IDLE and host.free:
+                self._schedule(host, now)
 
     def _behind(self, host: _Host) -> bool:
         """Has something happened meanwhile that the host must see before it goes on?
@@ -304,68 +363,146 @@ class _Fleet:
         host.clock += calls * self.policy.call_seconds
 
     # -- one pass of the parent loop -----------------------------------------------------
-    def _pass(self, host: _Host, polled: bool):
-        """``Supervisor.run``'s loop body: settle, hand off, then receive.
+    def _pass(self, host: _Host):
+        """``Supervisor.run``'s loop body: settle, wake, dispatch what came, ask again.
 
-        *polled*: the long poll returned with messages; they are dispatched
-        first, then the loop goes round again. Yields while waiting on AWS.
+        Yields while waiting on AWS.
         """
-        shown = self.shown
-        if polled:
-            progress = yield from self._receive(host)
-        else:
-            woken = []
-            while host.done:
-                job, slot, borrowed = host.done.pop(0)
-                yield from self._settle(job, host, slot, borrowed)
-                woken.append(self.tenant[job])
-            for tenant in woken:
-                yield from self._wake(host, tenant)
-            progress = False
-            if host.free and self.visible:
-                progress = yield from self._receive(host)
-                while progress and self.instant and host.free and self.visible:
-                    progress = yield from self._receive(host)
+        done, host.done = host.done, []
+        for job, slot, borrowed in done:
+            yield from self._settle(job, host, slot, borrowed)
+        if done:
+            host.stale = -1  # slots and counters moved: a receive may bring work again
+        for job, _, _ in done:
+            yield from self._wake(host, self.tenant[job])
+        if self._behind(host):
+            yield  # the receive's answer may have come meanwhile
+        if host.rx == _RX_DONE:
+            batch, host.rx_result, host.rx = host.rx_result, [], _RX_NONE
+            progress = yield from self._dispatch(host, batch)
+            if not batch:
+                yield from self._wake_idle(host)
+            elif not progress:
+                host.stale = self.shown  # asking again brings the same until something moves
         if self._behind(host):
             yield  # the last calls' time: what follows is decided when they are done
-        if host.free and self.visible and (progress or self.shown != shown) \
-                and not self.instant:
-            self._schedule(host, host.clock)  # the loop goes round: receive again
-        elif host.done or (progress and polled):
-            self._schedule(host, host.clock)  # round again: settle what finished meanwhile
-        elif host.free and self.policy.poll_seconds > 0 and self.left:
-            if not polled or host.clock >= host.poll_end:
-                host.poll_end = host.clock + self.policy.poll_seconds
-            host.state = _POLLING
-            host.token += 1
-            self._push(host.poll_end, _TICK, host.index, host.token, False)
+        if host.free and host.rx == _RX_NONE and self.left and host.stale != self.shown:
+            self._ask(host)
+        elif host.owed and host.rx == _RX_WAIT and self.policy.poll_seconds <= 0:
+            self._answer(host, host.clock, [])  # asking at once again finds nothing: pay
+        if host.done or host.rx == _RX_DONE:
+            self._schedule(host, host.clock)  # round again: something came meanwhile
         else:
             host.state = _IDLE
 
+    # -- the receive ---------------------------------------------------------------------
+    def _ask(self, host: _Host) -> None:
+        """``Receiver.ask``: one receive for as many messages as slots are free."""
+        host.rx_token += 1
+        host.rx, host.rx_want = _RX_ASKED, min(len(host.free), RECEIVE_MAX)
+        self.counts["receives"] += 1
+        self.counts["calls"] += CALLS["receive"]
+        self._push(host.clock + self.policy.receive_seconds / 2, _SERVE, host.index,
+                   host.rx_token)
+
+    def _serve(self, host: _Host, now: float) -> None:
+        """SQS has the receive: take what is visible, else long-poll for it.
+
+        Without a long poll (``poll_seconds`` 0) the worker asks again at once
+        for as long as nothing comes, which is a poll without end: the
+        receive waits for a message here too, and comes back empty only for
+        a parent that owes a hand-off (the empty receive pays it).
+        """
+        batch = self._take(host.rx_want)
+        poll = self.policy.poll_seconds
+        if batch or (poll <= 0 and host.owed):
+            self._answer(host, now, batch)
+        else:
+            host.rx = _RX_WAIT
+            if poll > 0:
+                host.rx_end = now + poll
+                self._push(host.rx_end, _POLL_END, host.index, host.rx_token)
+
+    def _serve_polls(self, now: float) -> None:
+        """Messages showed up: the hosts' long polls take them, one host first in turn."""
+        self._serving = False
+        hosts = self.hosts
+        self._turn = (self._turn + 1) % len(hosts)
+        for k in range(len(hosts)):
+            if not self.visible:
+                return
+            host = hosts[(self._turn + k) % len(hosts)]
+            self._unchain(host, now)
+            if host.rx == _RX_WAIT:
+                batch = self._take(host.rx_want)
+                if batch:
+                    self._answer(host, now, batch)
+
+    def _poll_ended(self, host: _Host, now: float) -> None:
+        """The long poll came back empty: to an idle parent owing nothing, that only means
+        the next ask and its poll (and the next...: a chain); else the parent takes it."""
+        if host.owed or host.state != _IDLE or host.done or not self.left:
+            self._answer(host, now, [])
+            return
+        host.rx, host.rx_end = _RX_CHAIN, now + self.policy.receive_seconds
+        self.counts["receives"] += 1
+        self.counts["calls"] += CALLS["receive"]
+
+    def _unchain(self, host: _Host, at: float) -> None:
+        """Where a chain of empty polls that began with the one reaching SQS at ``rx_end``
+        is at *at*: polling (until when), or its next ask on the way. Counts its receives."""
+        if host.rx != _RX_CHAIN:
+            return
+        poll = self.policy.poll_seconds
+        period = poll + self.policy.receive_seconds
+        host.rx_token += 1
+        if at < host.rx_end:
+            host.rx = _RX_ASKED
+            self._push(host.rx_end, _SERVE, host.index, host.rx_token)
+            return
+        polls = int((at - host.rx_end) // period)
+        base = host.rx_end + polls * period
+        if at - base >= poll:  # between two polls: the next ask is on its way
+            polls += 1
+            host.rx = _RX_ASKED
+            self._push(base + period, _SERVE, host.index, host.rx_token)
+        else:
+            host.rx, host.rx_end = _RX_WAIT, base + poll
+            self._push(host.rx_end, _POLL_END, host.index, host.rx_token)
+        self.counts["receives"] += polls
+        self.counts["calls"] += polls * CALLS["receive"]
+
+    def _answer(self, host: _Host, now: float, batch: list[int]) -> None:
+        host.rx, host.rx_result = _RX_BACK, batch
+        self._push(now + self.policy.receive_seconds / 2, _ANSWER, host.index, host.rx_token)
+
     # -- messages ----------------------------------------------------------------------
-    def _show(self, job: int) -> None:
-        """The message is visible (sent, or back after a window): receivable by any host."""
+    def _show(self, job: int) -> bool:
+        """The message is visible (sent, or back after a window): receivable by any host.
+
+        False when it never will be (a paused tenant's).
+        """
         tenant = self.tenant[job]
         if self.seen[job]:
             self.in_flight_group[tenant] -= 1
         if self.cap[tenant] <= 0:  # paused: it would be deferred for ever
             self.state[job], self.status[job] = _DONE, "paused"
             self.left -= 1
-            return
+            return False
         if self.state[job] == _PARKED:
             self.counts["park_expired"] += 1
         self.state[job] = _VISIBLE_NOW
         self.shown += 1
         heapq.heappush(self.visible.setdefault(tenant, []), (self.seq[job], job))
+        return True
 
-    def _take(self, count: int, skip: set[str]) -> list[int]:
-        """One receive: up to *count* visible messages, fair-queue order, skipping *skip*."""
+    def _take(self, count: int) -> list[int]:
+        """One receive: up to *count* visible messages, in fair-queue order."""
         fair = self.policy.fair_queues
         heads = [(self.in_flight_group[t] if fair else 0, queue[0][0], t)
-                 for t, queue in self.visible.items() if t not in skip]
+                 for t, queue in self.visible.items()]
         if not heads:
             return []
-        self.counts["receives"] += 1
         taken = []
         heapq.heapify(heads)
         while heads and len(taken) < count:
@@ -383,28 +520,32 @@ class _Fleet:
         self.counts["received"] += len(taken)
         return taken
 
-    def _receive(self, host: _Host):
-        """``fill_free_slots`` + ``take_batch``: True if a message started or went away."""
-        p, free = self.policy, host.free
-        skip: set[str] = set()
-        host.clock += p.receive_seconds / 2
+    def _acquire(self, host: _Host, tenant: str):
+        """One acquire's calls: the tenant's cap (unless this host read it lately), the
+        transaction (none for a paused tenant); yields until the transaction commits."""
+        calls = CALLS["acquire"] if self.cap[tenant] > 0 else 0
+        read = host.cap_read.get(tenant)
+        if read is None or host.clock - read >= self.policy.cap_cache_seconds:
+            host.cap_read[tenant] = host.clock
+            calls += CALLS["cap"]
+        self._spend(host, calls)
         if self._behind(host):
-            yield  # SQS hands out the messages half-way through the call
-        batch = self._take(min(len(free), RECEIVE_MAX), skip)
-        self.counts["calls"] += CALLS["receive"]
-        host.clock += p.receive_seconds / 2
-        if not batch:
-            return False
+            yield
+
+    def _dispatch(self, host: _Host, batch: list[int]):
+        """``take_batch``: start, park, defer or lend; True if a message started or went away."""
+        p, free = self.policy, host.free
         progress, candidates = False, []
         for job in batch:
             tenant = self.tenant[job]
             cap = self.cap[tenant]
+            if not free:  # (the receive asked for no more than were free: never here)
+                self._back(job)
+                continue
             if p.memo and host.capped.get(tenant, -1.0) > host.clock:
                 own = False  # known at cap: no transaction
             else:
-                self._spend(host, CALLS["acquire"] if cap > 0 else 1)
-                if self._behind(host):
-                    yield  # the transaction commits at its end
+                yield from self._acquire(host, tenant)
                 own = rules.may_take_own_slot(self.inflight[tenant], cap)
                 if not own and p.memo and cap > 0:
                     host.capped[tenant] = host.clock + min(MEMO_SECONDS, p.defer_seconds)
@@ -414,23 +555,28 @@ class _Fleet:
             elif cap > 0 and p.borrow:
                 candidates.append(job)
             else:
-                progress |= self._wait(job, cap, skip, host)
+                progress |= self._wait(job, cap, host)
         for job in candidates:  # lend_idle_slots: after the batch's own starts
             tenant = self.tenant[job]
             if rules.why_not_borrow(p.borrow, len(free), p.reserve, tenant,
                                     self._blockers()) is None:
-                self._spend(host, CALLS["acquire"])
-                if self._behind(host):
-                    yield
+                yield from self._acquire(host, tenant)
                 if not rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
                     self._start(job, host, True)
                     self.counts["borrowed"] += 1
                     progress = True
                     continue
-            progress |= self._wait(job, self.cap[tenant], skip, host)
+            progress |= self._wait(job, self.cap[tenant], host)
         return progress
 
-    def _wait(self, job: int, cap: int, skip: set[str], host: _Host) -> bool:
+    def _back(self, job: int) -> None:
+        """The message is visible again at once, where it was in its group's order."""
+        tenant = self.tenant[job]
+        self.in_flight_group[tenant] -= 1
+        self.state[job] = _VISIBLE_NOW
+        heapq.heappush(self.visible.setdefault(tenant, []), (self.seq[job], job))
+
+    def _wait(self, job: int, cap: int, host: _Host) -> bool:
         """Park the message (at cap) or defer it (paused); a zero window keeps it visible.
 
         False when the message is visible again at once (nothing changed).
@@ -440,10 +586,7 @@ class _Fleet:
         window = self.policy.park_seconds if cap > 0 else self.policy.defer_seconds
         self._spend(host, CALLS["park"] if cap > 0 else CALLS["defer"])
         if window <= 0:
-            self.in_flight_group[tenant] -= 1
-            self.state[job] = _VISIBLE_NOW
-            heapq.heappush(self.visible.setdefault(tenant, []), (self.seq[job], job))
-            skip.add(tenant)
+            self._back(job)
             return False
         self.version[job] += 1
         self._push(host.clock + window, _VISIBLE, job, self.version[job])
@@ -529,31 +672,55 @@ class _Fleet:
         self.version[job] += 1
         self._push(host.clock + delay, _VISIBLE, job, self.version[job])
 
+    # -- hand-offs -----------------------------------------------------------------------
     def _wake(self, host: _Host, tenant: str):
-        """``Dispatcher.wake``: the settled tenant's oldest parked job takes the freed slot."""
+        """``Dispatcher.wake``: one parked job of the tenant takes the freed slot, or is owed it."""
         host.capped.pop(tenant, None)
+        if rules.may_hand_off(len(host.free)):
+            yield from self._hand_off(host, tenant)
+        else:
+            host.owed[tenant] = min(self.policy.slots, host.owed.get(tenant, 0) + 1)
+            self.counts["owed"] += 1
+
+    def _wake_idle(self, host: _Host):
+        """``Dispatcher.wake_idle``: the receive came back empty; pay what is owed, oldest first."""
+        owed = host.owed
+        for tenant in list(owed):
+            while owed.get(tenant) and rules.may_hand_off(len(host.free), queue_empty=True):
+                owed[tenant] -= 1
+                started = yield from self._hand_off(host, tenant)
+                if not started:
+                    owed.pop(tenant, None)
+            if not owed.get(tenant):
+                owed.pop(tenant, None)
+
+    def _live(self, note: tuple[float, int, int, int]) -> bool:
+        return self.version[note[3]] == note[2] and self.state[note[3]] == _PARKED
+
+    def _hand_off(self, host: _Host, tenant: str):
+        """``Dispatcher._hand_off``: read the tenant's oldest notes, start the first still
+        parked in a free slot, inside the acquire; True if one started."""
+        self._spend(host, CALLS["notes"])
+        if self._behind(host):
+            yield
         notes = self.notes.get(tenant)
-        free = host.free
-        while rules.may_hand_off(len(free)):
-            self._spend(host, CALLS["notes"])
-            if self._behind(host):
-                yield
-            while notes and (self.version[notes[0][3]] != notes[0][2]
-                             or self.state[notes[0][3]] != _PARKED):
-                heapq.heappop(notes)  # taken meanwhile, or back in the queue: a stale note
-            if not notes:
-                return
-            _, _, version, job = notes[0]
-            self._spend(host, CALLS["acquire"])
-            if self._behind(host):
-                yield
-            if self.version[job] != version or self.state[job] != _PARKED:
-                continue  # another host took it meanwhile: look again
+        read = []
+        while notes and len(read) < NOTES_READ:
+            note = heapq.heappop(notes)
+            if self._live(note):  # a note taken, or back in the queue, is gone
+                read.append(note)
+        for note in read:
+            heapq.heappush(notes, note)
+        for note in read:
+            yield from self._acquire(host, tenant)
+            if not self._live(note):
+                continue  # another host took it meanwhile: the next one
             if not rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
                 if self.policy.memo:
                     host.capped[tenant] = host.clock + min(MEMO_SECONDS,
                                                            self.policy.defer_seconds)
-                return
-            heapq.heappop(notes)  # a parked message is in flight already: no count moves
-            self._start(job, host, False)
+                return False
+            self._start(note[3], host, False)  # its note goes stale: no count moves
             self.counts["handed_off"] += 1
+            return True
+        return False

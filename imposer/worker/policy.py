@@ -39,14 +39,16 @@ def why_not_borrow(enabled: bool, free_slots: int, reserve: int, tenant: str,
     return None
 
 
-def may_hand_off(free_slots: int) -> bool:
+def may_hand_off(free_slots: int, queue_empty: bool = False) -> bool:
     """A settled job's slot goes to its tenant's parked work only while another stays free.
 
     The slot that stays free is for whatever the queue delivers next, so a
     tenant waiting in the queue (a quiet one) is started before a capped
-    tenant's parked backlog takes every slot.
+    tenant's parked backlog takes every slot. Once a receive found the queue
+    empty (*queue_empty*: the hand-offs owed are being paid), nobody waits
+    there to be passed over, and even the last free slot may go.
     """
-    return free_slots >= 2
+    return free_slots >= (1 if queue_empty else 2)
 
 
 def oldest_first(items: Sequence[T], submitted) -> list[T]:

@@ -33,7 +33,7 @@ def run(settings, tmp_path, backends, slots: int, batches) -> tuple[list, Worker
 def replay(records, settings, slots: int, caps: dict):
     return simulate(from_records(records), Policy(
         slots=slots, cap=settings.default_cap, caps=caps, park_seconds=settings.park_seconds,
-        defer_seconds=settings.defer_seconds))
+        defer_seconds=settings.defer_seconds, poll_seconds=settings.poll_seconds))
 
 
 def order(records) -> list[str]:
@@ -63,16 +63,18 @@ class TestAgainstARealRun:
             (sim.counts["parked"], sim.counts["handed_off"]) == (3, 3)
         assert sim.counts["park_expired"] == 0
 
-    def test_the_only_free_slot_is_kept_for_the_queue(self, settings, backends, tmp_path):
-        """heavy's freed slot is the only free one (long holds the other): no hand-off.
+    def test_a_hand_off_owed_to_the_only_free_slot(self, settings, backends, tmp_path):
+        """heavy's freed slot is the only free one (long holds the other): the hand-off is owed.
 
-        Its parked job is started by a receive once its park window ends, in
-        the real run and in the replay alike.
+        The receive that asks for that slot comes back empty, and pays it: the
+        parked job starts before its park window (60 s) ends, in the real run
+        and in the replay alike.
         """
         backends.tenants.put(TenantConfig(tenant_id="heavy", cap=1))
-        records, worker = run(settings, tmp_path, backends, 2,
-                              [("heavy", 2, 0.5), ("long", 1, 4)])
-        sim = replay(records, settings, 2, {"heavy": 1})
+        slow = settings.evolve(park_seconds=60.0)
+        records, worker = run(slow, tmp_path, backends, 2, [("heavy", 2, 0.5), ("long", 1, 4)])
+        sim = replay(records, slow, 2, {"heavy": 1})
         assert order(records) == sim_order(sim)
-        assert handed_off(worker) == sim.counts["handed_off"] == 0
-        assert sim.counts["park_expired"] == 1 and len(worker.actions("cap_defer")) >= 1
+        assert (len(worker.actions("cap_defer")), handed_off(worker)) == \
+            (sim.counts["parked"], sim.counts["handed_off"]) == (1, 1)
+        assert sim.counts["owed"] >= 1 and sim.counts["park_expired"] == 0

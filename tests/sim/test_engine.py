@@ -51,17 +51,35 @@ class TestTheCap:
         assert concurrency(s, "a") == 4
         assert all(x == "succeeded" for x in s.status)
 
-    def test_hand_off_keeps_a_slot_free_for_the_queue(self):
-        """A freed slot that is the only free one is not handed off: the parked job waits.
+    def test_an_owed_hand_off_is_paid_when_the_poll_comes_back_empty(self):
+        """The freed slot is the host's last: the hand-off is owed, and paid by the empty poll.
 
-        a's second job is parked at t=0; when a's first job ends at t=10, b's
-        long job holds the other slot, so the slot stays for the queue and the
-        parked job only comes back when its park window ends (t=300).
+        a's second job is parked at t=0; b's long job takes the other slot at
+        t=1. When a's first job ends at t=10 only its slot is free, so it is
+        kept for the queue and a is owed a hand-off; the parent asks the queue
+        for that slot, the 4 s long poll finds nothing and comes back at t=14,
+        and the empty receive pays the hand-off (not the park window, t=300).
         """
-        s = simulate(jobs(("a", 0, 10), ("a", 0, 10), ("b", 1, 30)),
-                     Policy(slots=2, cap=1, park_seconds=300))
-        assert starts(s) == [0, 300, 1]
-        assert (s.counts["handed_off"], s.counts["park_expired"]) == (0, 1)
+        work = jobs(("a", 0, 10), ("a", 0, 10), ("b", 1, 30))
+        s = simulate(work, Policy(slots=2, cap=1, park_seconds=300, poll_seconds=4))
+        assert starts(s) == [0, 14, 1]
+        assert (s.counts["handed_off"], s.counts["park_expired"]) == (1, 0)
+        assert s.counts["owed"] == 2  # a's second job ends at 24 beside b too (nothing parked)
+        instant = simulate(work, Policy(slots=2, cap=1, park_seconds=300))
+        assert starts(instant) == [0, 10, 1]  # no long poll: the receive is empty at once
+
+    def test_the_last_free_slot_goes_to_the_queue_first(self):
+        """A tenant waiting in the queue takes the last free slot; the owed hand-off waits.
+
+        As above, with c's job arriving at t=5 while both slots are busy. At
+        t=10 a's freed slot is owed to a but the receive brings c's message,
+        which starts; a's parked job starts only when a later receive comes
+        back empty: c ends at 20, the poll finds nothing by 24.
+        """
+        s = simulate(jobs(("a", 0, 10), ("a", 0, 10), ("b", 1, 30), ("c", 5, 10)),
+                     Policy(slots=2, cap=1, park_seconds=300, poll_seconds=4))
+        assert starts(s) == [0, 24, 1, 10]
+        assert (s.counts["handed_off"], s.counts["park_expired"]) == (1, 0)
 
     def test_perfect_delivery_refills_at_once(self):
         """With instant delivery the same workload starts a's second job the moment it may."""
@@ -184,30 +202,71 @@ class TestPolicyValues:
 
 class TestTheParentsTime:
     def test_parking_a_backlog_takes_aws_time(self):
-        """0.1 s a call: an acquire is 2 calls, a park 3; the memo spares the acquires after.
+        """0.1 s a call: an acquire is 2 calls with the cap read, 1 within 5 s of it; a park 3.
 
         The first job starts when its acquire commits (0.2 s); the second is
-        found at cap (0.4 s) and parked (0.7 s); the memo then parks the next
-        three without asking, one receive each, by 1.6 s.
+        found at cap (0.3 s) and parked (0.6 s); the memo then parks the next
+        three without asking, one receive each, by 1.5 s. Each settle is five
+        calls and each hand-off a Query and an acquire, its cap read again
+        (the last read is more than 5 s old).
         """
         s = simulate(jobs(*[("a", 0, 10) for _ in range(5)]),
                      Policy(slots=2, cap=1, call_seconds=0.1, defer_seconds=30))
         assert s.first_start[0] == pytest.approx(0.2)
-        receives, acquires, parks = 4, 2 * 2, 4 * 3
+        receives, acquires, parks = 5, 2 + 1, 4 * 3  # the fifth receive finds nothing
         settles, wakes = 5 * 5, 4 * (1 + 2) + 1  # four hand-offs, then no note left
-        assert s.counts["parked"] == 4
+        assert (s.counts["parked"], s.counts["receives"]) == (4, 5)
         assert s.counts["calls"] == receives + acquires + parks + settles + wakes
         # job 0 ends at 10.2; its release (0.1 s), the rest of its settle (0.4 s), the
         # note query (0.1 s) and the hand-off's acquire (0.2 s) come before job 1 starts
         assert s.first_start[1] == pytest.approx(10.2 + 0.1 + 0.4 + 0.1 + 0.2)
+        assert s.first_start[4] == pytest.approx(10.2 + 4 * 0.8 + 3 * 10)
 
-    def test_a_long_poll_does_not_see_a_child_finish(self):
-        """With free slots and nothing to receive the parent polls; a job ending meanwhile
-        is settled, and its slot handed off, when the poll returns."""
+    def test_the_cap_read_is_cached(self):
+        """With the cache off every acquire reads the tenant's cap: one call more each."""
+        work = jobs(*[("a", 0, 10) for _ in range(5)])
+        cached = simulate(work, Policy(slots=2, cap=1, call_seconds=0.1, defer_seconds=30))
+        uncached = simulate(work, Policy(slots=2, cap=1, call_seconds=0.1, defer_seconds=30,
+                                         cap_cache_seconds=0))
+        assert uncached.counts["calls"] - cached.counts["calls"] == 1  # job 1's acquire at 0.2
+
+    def test_a_child_ending_during_a_long_poll_is_settled_at_once(self):
+        """The receive polls beside the parent: a job ending meanwhile is settled, and its
+        slot handed off, when it ends, not when the poll returns."""
         work = jobs(("a", 0, 2.5), ("a", 0, 2.5))
         polled = simulate(work, Policy(slots=2, cap=1, poll_seconds=1))
-        assert polled.first_start == (0, 3.0)
+        assert polled.first_start == (0, 2.5)
+        assert polled.counts["handed_off"] == 1
         assert simulate(work, Policy(slots=2, cap=1)).first_start == (0, 2.5)
+
+    def test_a_message_ends_the_long_poll(self):
+        """A message sent during a poll is received when it is sent, not when the poll ends."""
+        s = simulate(jobs(("a", 0, 1), ("b", 2.5, 1)), Policy(slots=2, cap=1, poll_seconds=20))
+        assert s.first_start == (0, 2.5)
+
+    def test_an_idle_parent_polls_once_per_poll(self):
+        """Every long poll is a receive: one job of 10.5 s, then a poll a second until it ends.
+
+        The first receive takes the job; the next asks for the free slot and
+        polls from t=0, then one each second: eleven polls by t=10.5.
+        """
+        s = simulate(jobs(("a", 0, 10.5)), Policy(slots=2, cap=1, poll_seconds=1))
+        assert s.counts["receives"] == 1 + 11
+
+    def test_a_host_that_boots_late_finds_the_cap_held(self):
+        """Host 1 starts at t=1: host 0 holds a's cap of 2 on its 2 slots, and keeps it.
+
+        Host 1 receives jobs 2 and 3 at t=1 and parks them. Both of host 0's
+        jobs end at t=10: the first settled job's slot is handed to job 2
+        (two slots free), the second's is the host's last, so it is owed and
+        paid when the 4 s poll comes back empty (t=14). Host 1 settles none
+        of a's jobs, so it never hands off.
+        """
+        s = simulate(jobs(*[("a", 0, 10) for _ in range(4)]),
+                     Policy(hosts=2, slots=2, cap=2, poll_seconds=4), boot=(0, 1))
+        assert starts(s) == [0, 0, 10, 14]
+        assert {a.host for a in s.attempts} == {0}
+        assert (s.counts["parked"], s.counts["handed_off"]) == (2, 2)
 
     def test_hosts_decide_in_turn(self):
         """Two hosts receive at once; each acquire reads the counter as its commit finds it.
