@@ -2,7 +2,7 @@
 """Fairness benchmark: every policy on real workers, beside the simulator, in one run.
 
 Workloads (run times seeded log-normal, 1 s here stands for about a minute of
-pdfToolbox; deferral 1 s, park window 300 s, heartbeat = the median run):
+pdfToolbox; deferral 1 s, park window 300 s, lease TTL 600 s, heartbeat = the median run):
 
 * mixed  one noisy tenant bursts 100 jobs at t=0, two quiet tenants send 5 each at t=3 s
          (median 2 s);
@@ -86,6 +86,9 @@ RUNS = [
 ]
 STRICT = ("fifo", "cap-strict")
 DEFER, PARK, POLL = 1.0, 300.0, 1
+#: The lease TTL, and so the receive's visibility: twice the park window, as the defaults
+#: (600 s and 300 s), so a parked message is not made invisible again.
+TTL = 2 * PARK
 #: Simulated replays per run, and the spread of their run times.
 REPLAYS, JITTER = 11, 0.03
 #: A second host started this much after the first: later than one receive and a batch of
@@ -143,7 +146,7 @@ def run_fleet(stack: Stack, jobs: list[SimJob], policy: str, hosts: int, slots: 
     stack.activate()
     settings = Settings.load({}, default_cap=cap, slots=slots, defer_seconds=DEFER,
                              park_seconds=PARK, heartbeat_seconds=heartbeat,
-                             lease_ttl_seconds=30.0, sweep_seconds=5.0, poll_seconds=1,
+                             lease_ttl_seconds=TTL, sweep_seconds=5.0, poll_seconds=1,
                              borrow=policy == "borrow", **names)
     provision(settings)
     pdf = numbered_pdf(workdir / "art.pdf", 2)
@@ -151,7 +154,7 @@ def run_fleet(stack: Stack, jobs: list[SimJob], policy: str, hosts: int, slots: 
                IMPOSER_BUCKET=names["bucket"], IMPOSER_TABLE_PREFIX=names["table_prefix"],
                IMPOSER_DEFAULT_CAP=str(cap), IMPOSER_SLOTS=str(slots),
                IMPOSER_DEFER_SECONDS=str(DEFER), IMPOSER_PARK_SECONDS=str(PARK),
-               IMPOSER_HEARTBEAT_SECONDS=str(heartbeat), IMPOSER_LEASE_TTL_SECONDS="30",
+               IMPOSER_HEARTBEAT_SECONDS=str(heartbeat), IMPOSER_LEASE_TTL_SECONDS=str(TTL),
                IMPOSER_POLL_SECONDS=str(POLL), IMPOSER_PDFTOOLBOX=str(FAKE),
                IMPOSER_BORROW="1" if policy == "borrow" else "0", IMPOSER_RESERVE_SLOTS="1")
     ids: dict[str, int] = {}
@@ -575,7 +578,7 @@ def main() -> int:
 
 
 def report(workloads, out, speeds) -> None:
-    print("\nworkloads (seconds; deferral 1 s, park window 300 s, heartbeat = median run):")
+    print("\nworkloads (seconds; deferral 1 s, park window 300 s, lease TTL 600 s, heartbeat = median run):")
     for k, (spec, m, seed) in WORKLOADS.items():
         work = sum(j.run for j in workloads[k])
         print(f"  {k:5} {spec:28} median {m:g}s seed {seed}: {len(workloads[k])} jobs, "

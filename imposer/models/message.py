@@ -18,3 +18,6 @@ class Received:
     sent_at: float
     receive_count: int
     attributes: dict[str, str] = attrs.field(factory=dict)
+    #: Wall-clock time it shows up again by itself, as far as this worker knows
+    #: (0: unknown, so any hold is due).
+    visible_until: float = 0.0

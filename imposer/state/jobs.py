@@ -23,7 +23,7 @@ import hashlib
 import heapq
 from typing import Any, Iterable, Iterator
 
-from imposer.aws.dynamodb import Dynamo
+from imposer.aws.dynamodb import Dynamo, op
 from imposer.aws.expressions import Update
 from imposer.aws.tables import Index, TableSpec
 from imposer.clock import Clock, SystemClock
@@ -106,6 +106,20 @@ class JobStore:
     def note_waiting(self, request: JobRequest, sent_at: float, reason: str,
                      deferred: bool = False, **fields: Any) -> bool:
         """Record that *request* waits and why; no-op if it runs or has finished."""
+        up = self._waiting(request, sent_at, reason, deferred, **fields)
+        return self.dynamo.update(self.table, self.key(request.tenant_id, request.job_id),
+                                  up.expression, up.values, up.names, free_to_start(up))
+
+    def waiting_op(self, request: JobRequest, sent_at: float, reason: str,
+                   deferred: bool = False) -> dict[str, Any]:
+        """``note_waiting`` as a transaction item, to commit with the parking note."""
+        up = self._waiting(request, sent_at, reason, deferred)
+        return op("Update", self.table, self.key(request.tenant_id, request.job_id),
+                  update=up.expression, condition=free_to_start(up), values=up.values,
+                  names=up.names)
+
+    def _waiting(self, request: JobRequest, sent_at: float, reason: str, deferred: bool,
+                 **fields: Any) -> Update:
         now = self.clock.time()
         up = mark_open(Update(), request.tenant_id, request.job_id)
         up.set(token=request.token, wait_reason=reason, output=request.output,
@@ -114,8 +128,7 @@ class JobStore:
                          submitted_at=request.submitted_at or sent_at, received_at=now)
         if deferred:
             up.add(defers=1).set(last_defer_at=now)
-        return self.dynamo.update(self.table, self.key(request.tenant_id, request.job_id),
-                                  up.expression, up.values, up.names, free_to_start(up))
+        return up
 
     def finish_unleased(self, tenant_id: str, job_id: str, status: JobStatus, error: str,
                         error_kind: str, submitted_at: float | None = None) -> bool:

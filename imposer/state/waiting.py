@@ -14,11 +14,11 @@ time and job id, so a Query returns the tenant's oldest first).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import attrs
 
-from imposer.aws.dynamodb import Dynamo, op
+from imposer.aws.dynamodb import Dynamo, TransactionCancelled, op
 from imposer.aws.tables import TableSpec
 from imposer.models import JobRequest, Received
 
@@ -55,7 +55,7 @@ class Parked:
     def message(self) -> Received:
         return Received(message_id=self.message_id, receipt=self.receipt, body=self.body,
                         group_id=self.group_id, sent_at=self.sent_at,
-                        receive_count=self.receive_count)
+                        receive_count=self.receive_count, visible_until=self.visible_at)
 
     @classmethod
     def of(cls, request: JobRequest, message: Received, visible_at: float) -> "Parked":
@@ -78,14 +78,33 @@ class WaitingStore:
         self.dynamo = dynamo
         self.table = table
 
-    def park(self, note: Parked) -> None:
+    def park(self, note: Parked, also: Sequence[dict[str, Any]] = ()) -> None:
+        """Write *note*, with *also* (the job record's "waiting" note) in one transaction.
+
+        If *also* is refused (the job started or ended meanwhile), the note
+        is written alone: a stale note is only dropped by the hand-off.
+        """
         item = {k: v for k, v in attrs.asdict(note).items() if v is not None}
         item["expires_at"] = int(note.visible_at + NOTE_SLACK)
+        if also:
+            try:
+                self.dynamo.transact([op("Put", self.table, item), *also],
+                                     f"park {note.job_id}")
+                return
+            except TransactionCancelled:
+                pass
         self.dynamo.put(self.table, item)
 
     def oldest(self, tenant_id: str, limit: int = 3) -> list[Parked]:
         items, _ = self.dynamo.query(self.table, "tenant_id = :t", {":t": tenant_id},
                                      limit=limit, consistent=True)
+        return [Parked.from_item(i) for i in items]
+
+    def between(self, tenant_id: str, first: str, last: str) -> list[Parked]:
+        """Every note of the tenant from *first* to *last* in order (both included)."""
+        items = self.dynamo.query_all(self.table, "tenant_id = :t AND #o BETWEEN :a AND :b",
+                                      {":t": tenant_id, ":a": first, ":b": last},
+                                      names={"#o": "order"}, consistent=True)
         return [Parked.from_item(i) for i in items]
 
     def claim_op(self, note: Parked) -> dict[str, Any]:

@@ -123,22 +123,36 @@ class Dispatcher:
                 self._owed.pop(tenant, None)
 
     def _hand_off(self, tenant: str, free: list[int]) -> bool:
-        """Start the tenant's oldest parked job in ``free[0]``; False if none was started."""
-        notes = self.handoff.notes(tenant)
+        """Start the tenant's oldest parked job in ``free[0]``; False if none was started.
+
+        Notes read by an earlier Query are tried first; if every one of them
+        was gone, the waiting table is read again.
+        """
+        notes, fresh = self.handoff.notes(tenant)
+        if notes and self._take_one(notes, free):
+            return True
+        if fresh or self.handoff.has_notes_read(tenant):
+            return False  # none parked, or one is kept for later (at cap again, AWS failed)
+        notes, _ = self.handoff.notes(tenant, fresh=True)
         return bool(notes) and self._take_one(notes, free)
 
     def _take_one(self, notes: list[Parked], free: list[int]) -> bool:
         """Start the first of *notes* that is still parked; False if none was started.
 
         A note whose message is invalid, or whose job already runs or ended,
-        is dropped; one another host took meanwhile is skipped.
+        is dropped; one another host took meanwhile, or whose message is
+        visible again (it will be received and parked anew), is skipped.
         """
         for note in notes:
+            if note.visible_at <= self.clock.time():
+                self.handoff.taken(note)  # its message is back in the queue by itself
+                continue
             message = note.message
             try:
                 request = self.parse(message)
             except InvalidMessage:
                 self.handoff.waiting.drop(note)
+                self.handoff.taken(note)
                 continue
             self.received_at = self.clock.monotonic()
             with guard(request):
@@ -150,9 +164,13 @@ class Dispatcher:
                     self._acquire_failed(request, exc)
                     return False  # the note stays; its message returns when its window ends
                 if acq.verdict == Verdict.ACQUIRED:
-                    if self.handoff.needs_hold(note) and not self.messages.hold(message):
-                        self._unwind(acq.lease, "its parked message is gone")
-                        return False
+                    self.handoff.taken(note)
+                    if self.messages.due(message):
+                        held = self.messages.hold(message)
+                        if held is None:
+                            self._unwind(acq.lease, "its parked message is gone")
+                            return False
+                        message = held
                     if not self.launch(request, message, free, acq.lease):
                         return False
                     self.metrics.emit("handed_off", 1, tenant_id=request.tenant_id)
@@ -163,9 +181,13 @@ class Dispatcher:
                     return False
                 if acq.verdict == Verdict.DONE:
                     self.handoff.waiting.drop(note)
+                    self.handoff.taken(note)
                     self.finish_duplicate(request, message, acq)
                 elif acq.verdict in (Verdict.RUNNING, Verdict.STALE):
                     self.handoff.waiting.drop(note)
+                    self.handoff.taken(note)
+                elif acq.verdict == Verdict.CLAIMED:
+                    self.handoff.taken(note)  # another host took it, or it was parked anew
         return False
 
     def _acquire_failed(self, request: JobRequest, exc: BackendError) -> None:
@@ -396,11 +418,14 @@ class Dispatcher:
         reason = f"at tenant cap: {request.tenant_id} holds all {cap} of its slots"
         if cap <= 0:  # paused: no slot of its will free, so nothing to wait for but an operator
             reason = f"tenant {request.tenant_id} is paused (cap 0)"
+        if note:
+            reason = f"{reason}; {note}"
+        if cap <= 0:
             self.messages.defer(request, message)
-        else:
-            self.handoff.park(request, message)
-        self.jobs.note_waiting(request, message.sent_at, f"{reason}; {note}" if note else reason,
-                               deferred=True)
+            self.jobs.note_waiting(request, message.sent_at, reason, deferred=True)
+        elif not self.handoff.park(request, message, also=[
+                self.jobs.waiting_op(request, message.sent_at, reason, deferred=True)]):
+            self.jobs.note_waiting(request, message.sent_at, reason, deferred=True)
         logger.info("parked job %s: %s", request.job_id, reason,
                     extra=extra("cap_defer", request.tenant_id, request.job_id))
 

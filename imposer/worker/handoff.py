@@ -8,8 +8,11 @@ and noted in the waiting table (``imposer.state.waiting``). When a job of
 that tenant is settled on any host, that host takes the tenant's oldest note
 and starts it in the slot just freed, inside the acquire transaction, at
 once and without receiving the message again: one slot per settled job.
-A capped job therefore costs one visibility change, one note and its share
-of a Query beyond any job's calls, however long it waits.
+A capped job therefore costs one write (the note and its job record's
+"waiting" note, in one transaction) and its share of a Query beyond any
+job's calls, however long it waits: its receive made it invisible for a
+lease TTL, which covers the park window unless that is set longer (then one
+visibility change more).
 
 The three fairness layers are untouched: the hand-off goes through the same
 acquire transaction, so no tenant exceeds its cap; it only fills a slot
@@ -23,6 +26,7 @@ visible when its park window ends, and is received as usual.
 from __future__ import annotations
 
 import logging
+from typing import Any, Sequence
 
 from imposer.clock import Clock
 from imposer.errors import BackendError
@@ -34,8 +38,11 @@ from imposer.worker.messages import Messages
 
 logger = logging.getLogger(__name__)
 
-#: Notes this host parked that it remembers, to give their messages back when it stops.
+#: Notes this host parked that it remembers, to give their messages back when it stops
+#: (and tenants whose notes it read last).
 REMEMBERED = 1000
+#: Notes one waiting-table Query reads, for this many hand-offs of the tenant.
+NOTES_READ = 8
 
 
 class HandOff:
@@ -45,14 +52,21 @@ class HandOff:
                  clock: Clock) -> None:
         self.settings, self.waiting, self.messages, self.clock = settings, waiting, messages, clock
         self._mine: dict[tuple[str, str], Parked] = {}
+        #: tenant -> (monotonic time read, the notes of that Query not yet taken)
+        self._read: dict[str, tuple[float, list[Parked]]] = {}
 
-    def park(self, request: JobRequest, message: Received) -> bool:
-        """Make the message wait for a hand-off; False when it was re-published instead."""
-        if not self.messages.defer(request, message, self.settings.park_seconds):
+    def park(self, request: JobRequest, message: Received,
+             also: Sequence[dict[str, Any]] = ()) -> bool:
+        """Make the message wait for a hand-off; False when it was re-published instead.
+
+        *also* (the job record's note of why it waits) commits with the note.
+        """
+        visible_at = self.messages.park(request, message, self.settings.park_seconds)
+        if visible_at is None:
             return False
-        note = Parked.of(request, message, self.clock.time() + self.settings.park_seconds)
+        note = Parked.of(request, message, visible_at)
         try:
-            self.waiting.park(note)
+            self.waiting.park(note, also)
         except BackendError as exc:  # it still comes back when its window ends
             logger.warning("could not note parked job %s: %s", request.key, exc,
                            extra=extra("park_error", request.tenant_id, request.job_id))
@@ -60,29 +74,63 @@ class HandOff:
         self._remember(note)
         return True
 
-    def notes(self, tenant_id: str) -> list[Parked]:
-        """The tenant's oldest parked messages, first submitted first."""
-        return self.waiting.oldest(tenant_id)
+    def notes(self, tenant_id: str, fresh: bool = False) -> tuple[list[Parked], bool]:
+        """The tenant's oldest parked messages, first submitted first; and if just read.
 
-    def needs_hold(self, note: Parked) -> bool:
-        """Say whether a handed-off message must be held now, before the next heartbeat."""
-        left = note.visible_at - self.clock.time()
-        return left < 2 * self.settings.heartbeat_seconds + 5
+        One Query reads up to ``NOTES_READ`` notes; the hand-offs after it take
+        the next of them (a claim that finds one gone costs what a Query would)
+        until they run out or are older than a park window, or *fresh* asks.
+        """
+        now = self.clock.monotonic()
+        read = self._read.get(tenant_id)
+        if not fresh and read and read[1] and now - read[0] < self.settings.park_seconds:
+            return list(read[1]), False
+        notes = self.waiting.oldest(tenant_id, NOTES_READ)
+        self._read[tenant_id] = (now, notes)
+        if len(self._read) > REMEMBERED:
+            self._read.pop(next(iter(self._read)))
+        return list(notes), True
+
+    def has_notes_read(self, tenant_id: str) -> bool:
+        """True while notes of the tenant's last Query are left to try."""
+        return bool(self._read.get(tenant_id, (0.0, []))[1])
+
+    def taken(self, note: Parked) -> None:
+        """*note* was claimed (here or elsewhere) or dropped: never try or give it back."""
+        self._mine.pop((note.tenant_id, note.order), None)
+        read = self._read.get(note.tenant_id)
+        if read:
+            read[1][:] = [n for n in read[1] if n.order != note.order]
 
     def give_back_mine(self) -> int:
-        """On stop: make the messages this host parked visible again, unless taken meanwhile."""
+        """On stop: make the messages this host parked visible again, unless taken meanwhile.
+
+        One Query per tenant finds which of its notes are still there (other
+        hosts may have taken some), so only those cost a transaction.
+        """
         now, count = self.clock.time(), 0
-        for note in list(self._mine.values()):
-            if note.visible_at <= now:
-                continue
-            try:
-                self.waiting.dynamo.transact([self.waiting.claim_op(note)],
-                                             f"take back parked {note.job_id}")
-                self.messages.give_back(note.receipt)
-                count += 1
-            except BackendError:
-                continue  # another host took it, or its message is back already
+        by_tenant: dict[str, list[Parked]] = {}
+        for note in self._mine.values():
+            if note.visible_at > now:
+                by_tenant.setdefault(note.tenant_id, []).append(note)
         self._mine.clear()
+        for tenant, notes in by_tenant.items():
+            orders = sorted(n.order for n in notes)
+            try:
+                present = {(n.order, n.receipt) for n in
+                           self.waiting.between(tenant, orders[0], orders[-1])}
+            except BackendError:
+                present = {(n.order, n.receipt) for n in notes}  # try each instead
+            for note in notes:
+                if (note.order, note.receipt) not in present:
+                    continue
+                try:
+                    self.waiting.dynamo.transact([self.waiting.claim_op(note)],
+                                                 f"take back parked {note.job_id}")
+                    self.messages.give_back(note.receipt)
+                    count += 1
+                except BackendError:
+                    continue  # another host took it, or its message is back already
         return count
 
     def _remember(self, note: Parked) -> None:

@@ -92,7 +92,12 @@ class LeaseRenewer:
 
 
 class MessageHolder:
-    """One pass keeps the message of every job whose fate is not settled invisible."""
+    """One pass keeps the message of every job whose fate is not settled invisible.
+
+    Only a message that could show up again before two more beats is held:
+    its receive already made it invisible for a lease TTL, so a job shorter
+    than that (most of them, with the defaults) costs no visibility change.
+    """
 
     def __init__(self, table: RunningTable, messages: Messages) -> None:
         self.table, self.messages = table, messages
@@ -102,12 +107,16 @@ class MessageHolder:
             if job.lost or job.abandoned:
                 continue
             req = job.request
+            if not self.messages.due(job.message):
+                continue  # its receive (or last hold) keeps it invisible past two more beats
             try:
                 held = self.messages.hold(job.message)
             except BackendError as exc:
                 logger.warning("could not hold the message of %s: %s", req.key, exc,
                                extra=extra("visibility_error", req.tenant_id, req.job_id))
                 continue
-            if not held and self.table.update(job) is not None:
+            if held is not None:
+                self.table.update(job, message=held)
+            elif self.table.update(job) is not None:
                 logger.warning("message of job %s is no longer ours to extend", req.key,
                                extra=extra("visibility_lost", req.tenant_id, req.job_id))

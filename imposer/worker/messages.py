@@ -35,9 +35,20 @@ class Messages:
         self.clock = clock
 
     # -- while the job runs ----------------------------------------------------
-    def hold(self, message: Received | str) -> bool:
-        """Keep a running job's message invisible for a lease TTL; False if no longer ours."""
-        return self.queue.change_visibility(message, self.settings.lease_ttl_seconds)
+    def hold(self, message: Received) -> Received | None:
+        """Keep a running job's message invisible for a lease TTL; None if no longer ours.
+
+        Returns the message with its new deadline, which ``due`` reads.
+        """
+        now = self.clock.time()
+        if not self.queue.change_visibility(message, self.settings.lease_ttl_seconds):
+            return None
+        return attrs.evolve(message, visible_until=now + self.settings.lease_ttl_seconds)
+
+    def due(self, message: Received) -> bool:
+        """Say whether *message* must be held now, or could show up before two more beats."""
+        return policy.needs_hold(message.visible_until, self.clock.time(),
+                                 self.settings.heartbeat_seconds)
 
     # -- the job waits ---------------------------------------------------------
     def defer(self, request: JobRequest, message: Received,
@@ -48,17 +59,39 @@ class Messages:
         before the retention period or the redrive count could drop it, a fresh
         copy goes in under the same job id, keeping the first submission time.
         """
+        if self._republished(request, message):
+            return False
+        s = self.settings
+        self.queue.change_visibility(message, s.defer_seconds if seconds is None else seconds)
+        return True
+
+    def park(self, request: JobRequest, message: Received, seconds: float) -> float | None:
+        """Keep the message invisible for at least *seconds*: when it shows up again.
+
+        None when it was re-published instead. A message whose receive made it
+        invisible for long enough already (the receive's visibility is the
+        lease TTL, twice the park window by default) costs no call at all.
+        """
+        if self._republished(request, message):
+            return None
+        now = self.clock.time()
+        if message.visible_until - now >= seconds:
+            return message.visible_until
+        self.queue.change_visibility(message, seconds)
+        return now + seconds
+
+    def _republished(self, request: JobRequest, message: Received) -> bool:
+        """Re-publish a message SQS would soon drop (age, receive count); True if it was."""
         s = self.settings
         age = self.clock.time() - message.sent_at
-        if (age > s.retention_seconds - s.republish_margin_seconds
-                or message.receive_count >= s.republish_receive_count):
-            body = attrs.evolve(request, submitted_at=request.submitted_at or message.sent_at)
-            new_id = self.queue.republish(message, body.to_body())
-            logger.warning("re-published job %s (age %.0fs, received %s times) as %s",
-                           request.job_id, age, message.receive_count, new_id,
-                           extra=extra("republished", request.tenant_id, request.job_id))
+        if (age <= s.retention_seconds - s.republish_margin_seconds
+                and message.receive_count < s.republish_receive_count):
             return False
-        self.queue.change_visibility(message, s.defer_seconds if seconds is None else seconds)
+        body = attrs.evolve(request, submitted_at=request.submitted_at or message.sent_at)
+        new_id = self.queue.republish(message, body.to_body())
+        logger.warning("re-published job %s (age %.0fs, received %s times) as %s",
+                       request.job_id, age, message.receive_count, new_id,
+                       extra=extra("republished", request.tenant_id, request.job_id))
         return True
 
     def back_off(self, message: Received) -> None:

@@ -64,3 +64,13 @@ def retry_delay(retry_seconds: float, failures: int) -> float:
 def is_dead(failures: int, max_attempts: int) -> bool:
     """A job whose counted failures reach the maximum is dead-lettered."""
     return failures >= max_attempts
+
+
+def needs_hold(visible_until: float, now: float, heartbeat: float) -> bool:
+    """An invisible message must be held now if it could show up again within two beats.
+
+    Two heartbeats and 5 s of slack leave room for one failed beat; a message
+    whose visibility runs longer than that (the receive's lease TTL covers
+    most jobs) costs no visibility change at all.
+    """
+    return visible_until - now < 2 * heartbeat + 5

@@ -14,17 +14,22 @@ from __future__ import annotations
 import os
 import threading
 
+import attrs
+
+from imposer.aws.sqs import JobQueue
+from imposer.clock import Clock
 from imposer.errors import BackendError
 from imposer.models import Received
-from imposer.aws.sqs import JobQueue
 
 
 class Receiver(threading.Thread):
     """Receive on request; hand the result to the loop through ``take``."""
 
-    def __init__(self, queue: JobQueue, poll_seconds: int, visibility: float) -> None:
+    def __init__(self, queue: JobQueue, poll_seconds: int, visibility: float,
+                 clock: Clock) -> None:
         super().__init__(name="receiver", daemon=True)
         self.queue, self.poll_seconds, self.visibility = queue, poll_seconds, visibility
+        self.clock = clock
         self._lock = threading.Condition()
         self._want = 0
         self._busy = False
@@ -78,9 +83,11 @@ class Receiver(threading.Thread):
                 if self._stopping:
                     return
                 want, self._want = self._want, 0
+            asked = self.clock.time()  # the messages stay invisible at least until then + TTL
             try:
-                got: list[Received] | BackendError = self.queue.receive(
-                    want, self.poll_seconds, self.visibility)
+                got: list[Received] | BackendError = [
+                    attrs.evolve(m, visible_until=asked + self.visibility)
+                    for m in self.queue.receive(want, self.poll_seconds, self.visibility)]
             except BackendError as exc:
                 got = exc
             except Exception as exc:  # never leave the loop waiting on a receive that died

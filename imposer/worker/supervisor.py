@@ -84,7 +84,7 @@ class Supervisor:
                                       backends.tenants)
         self.contention = ContentionMeter(s.slots, 2 * s.defer_seconds + 5, self.clock,
                                           self.metrics, s.host_id)
-        self.receiver = Receiver(backends.queue, s.poll_seconds, s.lease_ttl_seconds)
+        self.receiver = Receiver(backends.queue, s.poll_seconds, s.lease_ttl_seconds, self.clock)
         self.handoff = HandOff(s, backends.waiting, self.messages, self.clock)
         self.dispatch = Dispatcher(
             s, leases=self.leases, jobs=backends.jobs, storage=storage, messages=self.messages,

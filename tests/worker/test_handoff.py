@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from imposer.aws import session
 from imposer.models import JobRequest, TenantConfig
 from imposer.state.leases import Verdict
 from imposer.state.waiting import Parked
@@ -29,7 +30,7 @@ class TestParking:
         early = attrs.evolve(request(), submitted_at=clock.time() - 90)
         for req in (later, early):
             assert handoff.park(req, received(backends, req))
-        assert [n.job_id for n in handoff.notes("acme")] == [early.job_id, later.job_id]
+        assert [n.job_id for n in backends.waiting.oldest("acme")] == [early.job_id, later.job_id]
         assert backends.queue.receive(1, 0, 60) == [], "parked messages are invisible"
 
     def test_a_note_is_taken_once(self, backends, settings, clock):
@@ -38,13 +39,93 @@ class TestParking:
                           Messages(backends.queue, settings, clock), clock)
         req = request()
         handoff.park(req, received(backends, req))
-        (note,) = handoff.notes("acme")
+        (note,) = backends.waiting.oldest("acme")
         first = backends.leases.acquire(req, "h1", 0, also=[backends.waiting.claim_op(note)])
         other = request()
         second = backends.leases.acquire(other, "h2", 0, also=[backends.waiting.claim_op(note)])
         assert (first.verdict, second.verdict) == (Verdict.ACQUIRED, Verdict.CLAIMED)
-        assert handoff.notes("acme") == []
+        assert backends.waiting.oldest("acme") == []
         assert backends.leases.counters()["acme"].inflight == 1, "the losing claim took no slot"
+
+    def test_a_park_the_receive_covers_is_one_write(self, backends, settings, clock):
+        """Received invisible for longer than the park window: the park is one transaction.
+
+        The note and the job record's "waiting" note commit together, and no
+        visibility change is made: the message shows up again when its
+        receive's visibility ends, which the note records.
+        """
+        handoff = HandOff(settings, backends.waiting,
+                          Messages(backends.queue, settings, clock), clock)
+        req = request()
+        until = clock.time() + settings.park_seconds + 30
+        message = attrs.evolve(received(backends, req), visible_until=until)
+        session.CALLS.reset()
+        assert handoff.park(req, message, also=[backends.jobs.waiting_op(
+            req, message.sent_at, "at tenant cap", deferred=True)])
+        assert session.CALLS.snapshot() == {"dynamodb.TransactWriteItems": 1}
+        (note,) = backends.waiting.oldest("acme")
+        assert note.visible_at == until
+        record = record_of(backends, req.job_id)
+        assert (record.status.value, record.wait_reason) == ("queued", "at tenant cap")
+
+    def test_a_short_visibility_is_extended_to_the_park_window(self, backends, settings, clock):
+        """A message whose visibility ends before the window gets one visibility change."""
+        handoff = HandOff(settings, backends.waiting,
+                          Messages(backends.queue, settings, clock), clock)
+        req = request()
+        message = attrs.evolve(received(backends, req), visible_until=clock.time() + 1)
+        session.CALLS.reset()
+        assert handoff.park(req, message)
+        calls = session.CALLS.snapshot()
+        assert calls["sqs.ChangeMessageVisibility"] == 1
+        (note,) = backends.waiting.oldest("acme")
+        assert note.visible_at == clock.time() + settings.park_seconds
+
+    def test_stop_gives_back_only_the_notes_still_parked(self, backends, settings, clock):
+        """Of three notes, one taken here and one by another host: one take-back, one Query.
+
+        The message of the note still parked is visible again at once.
+        """
+        handoff = HandOff(settings.evolve(park_seconds=60.0), backends.waiting,
+                          Messages(backends.queue, settings, clock), clock)
+        reqs = [attrs.evolve(request(), submitted_at=clock.time() - 10 + i) for i in range(3)]
+        for req in reqs:
+            handoff.park(req, received(backends, req))
+        mine, theirs, left = backends.waiting.oldest("acme")
+        assert backends.leases.acquire(reqs[0], "here", 0, also=[
+            backends.waiting.claim_op(mine)]).verdict == Verdict.ACQUIRED
+        handoff.taken(mine)
+        assert backends.leases.acquire(reqs[1], "there", 0, also=[
+            backends.waiting.claim_op(theirs)]).verdict == Verdict.ACQUIRED
+        session.CALLS.reset()
+        assert handoff.give_back_mine() == 1
+        calls = session.CALLS.snapshot()
+        assert calls[f"dynamodb.Query@{settings.waiting_table}"] == 1
+        assert calls["dynamodb.TransactWriteItems"] == 1
+        (back,) = backends.queue.receive(1, 0, 60)
+        assert back.receipt != left.receipt and backends.waiting.oldest("acme") == []
+        assert JobRequest.from_body(back.body).job_id == left.job_id
+
+    def test_one_query_serves_the_next_hand_offs(self, backends, settings, clock):
+        """Notes read once are tried in turn; a fresh read only when they ran out or aged."""
+        handoff = HandOff(settings, backends.waiting,
+                          Messages(backends.queue, settings, clock), clock)
+        reqs = [attrs.evolve(request(), submitted_at=clock.time() - 10 + i) for i in range(3)]
+        for req in reqs:
+            handoff.park(req, received(backends, req))
+        session.CALLS.reset()
+        first, fresh = handoff.notes("acme")
+        assert fresh and [n.job_id for n in first] == [r.job_id for r in reqs]
+        handoff.taken(first[0])
+        again, fresh = handoff.notes("acme")
+        assert not fresh and [n.job_id for n in again] == [r.job_id for r in reqs[1:]]
+        assert session.CALLS.snapshot() == {f"dynamodb.Query@{settings.waiting_table}": 1}
+        for note in again:
+            handoff.taken(note)
+        assert not handoff.has_notes_read("acme")
+        assert handoff.notes("acme")[1], "none left: read again"
+        clock.advance(settings.park_seconds)
+        assert handoff.notes("acme")[1], "older than a park window: read again"
 
     def test_a_reparked_message_replaces_its_stale_note(self, backends, settings, clock):
         """The same job parked again (new receipt) leaves one note, with the new receipt."""
@@ -56,7 +137,7 @@ class TestParking:
         handoff.park(req, first)
         second = backends.queue.receive(1, 1, 60)[0]
         handoff.park(req, second)
-        (note,) = handoff.notes("acme")
+        (note,) = backends.waiting.oldest("acme")
         assert isinstance(note, Parked) and note.receipt == second.receipt
 
 

@@ -1,14 +1,17 @@
-"""The lease renewer against the local AWS stack: what a renewal that finds its lease gone means."""
+"""The heartbeat against the local AWS stack: a renewal that finds its lease gone; what a hold costs."""
 
 from __future__ import annotations
 
 import logging
 
+import attrs
 import pytest
 
+from imposer.aws import session
 from imposer.errors import LeaseLost
 from imposer.models import Fate, JobStatus, Outcome, Received
-from imposer.worker.heartbeat import LeaseRenewer
+from imposer.worker.heartbeat import LeaseRenewer, MessageHolder
+from imposer.worker.messages import Messages
 from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.running import Running, RunningTable
 from imposer.worker.sweep import sweep
@@ -80,3 +83,35 @@ class TestLeaseRenewer:
         renewer.beat()
         assert table.snapshot()[0].lost
         assert errors(caplog) == ["lease_lost"]
+
+
+class TestMessageHolder:
+    def test_a_message_invisible_for_long_enough_is_not_touched(self, backends, clock):
+        """The receive made it invisible for a lease TTL: no visibility change until it is due.
+
+        Then one hold, which moves its deadline a TTL on; a beat right after
+        changes nothing again.
+        """
+        settings = backends.settings.evolve(lease_ttl_seconds=60.0, heartbeat_seconds=1.0)
+        req = request()
+        backends.queue.send(req.to_body(), req.tenant_id)
+        (message,) = backends.queue.receive(1, 1, settings.lease_ttl_seconds)
+        message = attrs.evolve(message, visible_until=clock.time() + settings.lease_ttl_seconds)
+        lease = backends.leases.acquire(req, "h", 0).lease
+        table = RunningTable()
+        table.add(Running(slot=0, request=req, message=message, lease=lease,
+                          started=clock.monotonic()))
+        holder = MessageHolder(table, Messages(backends.queue, settings, clock))
+
+        def beat() -> dict[str, int]:
+            session.CALLS.reset()
+            holder.beat()
+            return session.CALLS.snapshot()
+
+        assert beat() == {}, "nothing is due while the receive's visibility runs"
+        clock.advance(settings.lease_ttl_seconds - 2 * settings.heartbeat_seconds - 4)
+        assert beat() == {"sqs.ChangeMessageVisibility": 1}
+        (job,) = table.snapshot()
+        assert job.message.visible_until == clock.time() + settings.lease_ttl_seconds
+        assert beat() == {}, "the hold moved the deadline on"
+        assert backends.queue.receive(1, 0, 60) == []

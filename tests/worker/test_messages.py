@@ -74,7 +74,7 @@ class TestMessages:
         publish(queue, request())
         message = receive_one(queue)
         messages.finish(message)
-        assert messages.hold(message) is False
+        assert messages.hold(message) is None
 
     def test_dead_letter_carries_the_reason(self, settings, queue, clock):
         """A dead-lettered message lands in the DLQ with imposer_error and leaves the queue."""
