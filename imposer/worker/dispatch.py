@@ -95,9 +95,10 @@ class Dispatcher:
         One parked job per settled one, and only while another slot stays
         free, so a tenant waiting in the queue still finds one on the next
         receive (quiet tenants first). When no slot may be handed over now,
-        the hand-off is owed: the next receive that finds the queue empty
-        pays it (``wake_idle``), so a capped tenant whose job ended in its
-        host's only free slot never waits out its park window.
+        the hand-off is owed: the next receive, which does not wait for
+        messages while one is owed (``owes``), pays it if it finds the queue
+        empty (``wake_idle``), so a capped tenant whose job ended in its
+        host's only free slot loses no more than one receive's round trip.
         """
         self._capped.pop(tenant, None)
         if stopping():
@@ -106,6 +107,11 @@ class Dispatcher:
             self._hand_off(tenant, free)
         else:
             self._owed[tenant] = min(self.settings.slots, self._owed.get(tenant, 0) + 1)
+
+    @property
+    def owes(self) -> bool:
+        """True while a hand-off is owed: the next receive should not wait for messages."""
+        return bool(self._owed)
 
     def wake_idle(self, free: list[int], stopping: Callable[[], bool]) -> None:
         """The queue had nothing for the free slots: pay the hand-offs owed, oldest first.

@@ -32,6 +32,7 @@ class Receiver(threading.Thread):
         self.clock = clock
         self._lock = threading.Condition()
         self._want = 0
+        self._poll = True
         self._busy = False
         self._stopping = False
         self._result: list[Received] | BackendError | None = None
@@ -49,12 +50,16 @@ class Receiver(threading.Thread):
         with self._lock:
             return self._busy
 
-    def ask(self, count: int) -> bool:
-        """Start a receive of up to *count* messages; False if one is still outstanding."""
+    def ask(self, count: int, poll: bool = True) -> bool:
+        """Start a receive of up to *count* messages; False if one is still outstanding.
+
+        With *poll* False it does not wait for messages to arrive: an empty
+        queue answers at once (the loop owes a hand-off it pays on "empty").
+        """
         with self._lock:
             if self._busy or self._stopping or count < 1:
                 return False
-            self._busy, self._want = True, count
+            self._busy, self._want, self._poll = True, count, poll
             self._lock.notify()
         if self.ident is None:  # the first ask starts the thread (a loop driven by hand)
             self.start()
@@ -83,11 +88,12 @@ class Receiver(threading.Thread):
                 if self._stopping:
                     return
                 want, self._want = self._want, 0
+                wait = self.poll_seconds if self._poll else 0
             asked = self.clock.time()  # the messages stay invisible at least until then + TTL
             try:
                 got: list[Received] | BackendError = [
                     attrs.evolve(m, visible_until=asked + self.visibility)
-                    for m in self.queue.receive(want, self.poll_seconds, self.visibility)]
+                    for m in self.queue.receive(want, wait, self.visibility)]
             except BackendError as exc:
                 got = exc
             except Exception as exc:  # never leave the loop waiting on a receive that died

@@ -354,8 +354,8 @@ class Supervisor:
         want = len(free)
         if self.max_jobs is not None:
             want = min(want, self.max_jobs - self.dispatch.started)
-        if want > 0:
-            self.receiver.ask(want)
+        if want > 0:  # a hand-off owed is paid by an empty receive: no need to wait for one
+            self.receiver.ask(want, poll=not self.dispatch.owes)
 
     def give_back_received(self) -> None:
         """Draining: what a receive still in flight brings goes straight back to the queue."""

@@ -6,7 +6,7 @@ import json
 import time
 
 from imposer.clock import ManualClock
-from imposer.models import JobStatus
+from imposer.models import JobStatus, TenantConfig
 from imposer.worker.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
@@ -37,6 +37,55 @@ class TestLongPollBesideTheLoop:
             assert supervisor.receiver.busy, "the poll ended first: nothing was proved"
             assert record_of(backends, job).status is JobStatus.SUCCEEDED
         finally:
+            supervisor.receiver.stop(0)
+            supervisor.pool.stop(timeout=0)
+
+    def test_a_hand_off_owed_asks_without_waiting(self, settings, tmp_path):
+        """A capped tenant's job ends in its host's last free slot: the hand-off is owed,
+        and the receive asked for that slot does not long-poll (20 s here) first.
+
+        acme (cap 1) runs one job and has one parked; globex holds the other
+        slot. When acme's job ends, the next receive is a short one; it finds
+        the queue empty, so the parked job starts in the freed slot.
+        """
+        gate_a, gate_g = tmp_path / "gate-a", tmp_path / "gate-g"
+        s = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE), poll_seconds=20,
+                            lease_ttl_seconds=600.0, park_seconds=300.0,
+                            work_dir=str(tmp_path / "work"))
+        backends = connect(s, clock=ManualClock(start=time.time()))
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        waits: list[int] = []
+        backends.queue.client.meta.events.register(
+            "provide-client-params.sqs.ReceiveMessage",
+            lambda params, **_: waits.append(params["WaitTimeSeconds"]))
+        supervisor = Supervisor(backends, Pool(2, s))
+        supervisor.pool.start()
+
+        def turn() -> None:
+            supervisor.collect_finished(0.1)
+            supervisor.settle_finished()
+            supervisor.fill_free_slots()
+
+        try:
+            first, parked = submit_jobs(s, tmp_path, "acme", 2, layout(fake_until=gate_a))
+            wait_for(lambda: (turn(), len(supervisor.running) == 1
+                              and backends.waiting.oldest("acme"))[1], 60,
+                     "one acme job to run and the other to be parked")
+            other = submit_jobs(s, tmp_path, "globex", 1, layout(fake_until=gate_g))[0]
+            wait_for(lambda: (turn(), len(supervisor.running))[1] == 2, 60,
+                     "globex to take the other slot")
+            started = {j.request.job_id for j in supervisor.running.snapshot()}
+            assert started == {first, other}, "the parked job started before the hand-off"
+            waits.clear()
+            gate_a.touch()
+            wait_for(lambda: (turn(), parked in {j.request.job_id for j in
+                                                 supervisor.running.running()})[1], 60,
+                     "the parked job to take the freed slot")
+            assert waits and waits[0] == 0, f"the receive for the owed slot waited: {waits}"
+            assert record_of(backends, first).status is JobStatus.SUCCEEDED
+        finally:
+            gate_a.touch()
+            gate_g.touch()
             supervisor.receiver.stop(0)
             supervisor.pool.stop(timeout=0)
 
