@@ -60,8 +60,9 @@ class Settings:
     )
     park_seconds: float = _setting(
         300.0, "IMPOSER_PARK_SECONDS", float,
-        "How long a message at its tenant's cap stays parked if no slot of the tenant frees "
-        "(a freed slot takes the oldest parked job at once, on any host).", 0,
+        "How long at least a message at its tenant's cap stays parked if no slot of the "
+        "tenant frees (a freed slot takes the oldest parked job at once, on any host); "
+        "longer if its receive's visibility (the lease TTL) runs longer.", 0,
     )
     cap_cache_seconds: float = _setting(
         5.0, "IMPOSER_CAP_CACHE_SECONDS", float,
