@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 
@@ -126,4 +127,8 @@ def run(settings: Settings, max_jobs, exit_when_idle) -> None:
                  "IMPOSER_PDFTOOLBOX, or use --engine open)", Exit.CONFIG)
     code = Supervisor(connect(settings), max_jobs=max_jobs,
                       exit_when_idle=exit_when_idle).run()
+    # Stopped: a further SIGTERM (an operator's second one) while the interpreter exits
+    # must not turn the exit code into "killed by a signal" (Python drops its handlers then).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(code)

@@ -77,6 +77,20 @@ class Acquisition:
     output_epoch: str | None = None
 
 
+@attrs.frozen(kw_only=True)
+class Successor:
+    """The tenant's next job, to start in the slot a release frees (``LeaseStore.hand_over``)."""
+
+    request: JobRequest
+    #: Its lease, built once (``new_lease``) so every try of the hand-over is the same.
+    lease: Lease
+    sent_at: float | None
+    #: The tenant's cap, which the counter must not be above.
+    cap: int
+    #: The transaction item that claims its parked note.
+    claim: dict[str, Any] = attrs.field(eq=False, repr=False)
+
+
 class LeaseStore:
     """Acquire, renew, release and reclaim leases."""
 
@@ -106,19 +120,7 @@ class LeaseStore:
         if cap <= 0:  # a paused tenant; the condition below cannot say so without a counter
             return Acquisition(verdict=Verdict.AT_CAP, cap=cap)
         now = self.clock.time()
-        submitted = request.submitted_at or sent_at or now
-        lease = Lease(tenant_id=tenant, job_id=request.job_id, host=host, slot=slot,
-                      epoch=uuid.uuid4().hex, acquired_at=now, expires_at=now + self.ttl,
-                      receipt=receipt, borrowed=borrow)
-        job = (mark_open(Update(), tenant, request.job_id)
-               .set(status=JobStatus.RUNNING.value, host=host, slot=slot,
-                    epoch=lease.epoch, started_at=now, lease_expires_at=lease.expires_at,
-                    token=request.token, output=request.output, webhook=request.webhook,
-                    queue_wait=max(0.0, now - submitted))
-               .set_if_absent(submitted_at=submitted, received_at=now)
-               .remove("wait_reason")
-               .add(attempts=1))
-        job_cond = free_to_start(job)
+        lease = self.new_lease(request, host, slot, receipt, borrow)
         if borrow:
             counter = op("Update", self.table, {"pk": counter_key(tenant)},
                          update="SET borrowed = if_not_exists(borrowed, :zero) + :one "
@@ -131,15 +133,7 @@ class LeaseStore:
                                 "tenant_id = :t ADD ver :one",
                          condition="attribute_not_exists(inflight) OR inflight < :cap",
                          values={":zero": 0, ":one": 1, ":cap": cap, ":t": tenant})
-        items = [
-            counter,
-            op("Put", self.table, lease.to_item(), condition="attribute_not_exists(pk)",
-               return_old=True),
-            op("Update", self.jobs_table, JobStore.key(tenant, request.job_id),
-               update=job.expression, condition=job_cond, values=job.values, names=job.names,
-               return_old=True),
-            *also,
-        ]
+        items = [counter, *self._start_items(request, lease, sent_at), *also]
         try:
             self.dynamo.transact(items, f"acquire lease for {request.key}")
         except TransactionCancelled as exc:
@@ -149,6 +143,33 @@ class LeaseStore:
         except BackendError as exc:  # botocore's own retries gave up: committed or not?
             raise AcquireUncertain(str(exc), lease) from exc
         return Acquisition(verdict=Verdict.ACQUIRED, cap=cap, lease=lease)
+
+    def new_lease(self, request: JobRequest, host: str, slot: int, receipt: str | None = None,
+                  borrow: bool = False) -> Lease:
+        """A lease for *request*, from now, with a new fencing epoch (not yet taken)."""
+        now = self.clock.time()
+        return Lease(tenant_id=request.tenant_id, job_id=request.job_id, host=host, slot=slot,
+                     epoch=uuid.uuid4().hex, acquired_at=now, expires_at=now + self.ttl,
+                     receipt=receipt, borrowed=borrow)
+
+    def _start_items(self, request: JobRequest, lease: Lease,
+                     sent_at: float | None) -> list[dict[str, Any]]:
+        """The lease's Put and the job record's "running", as of the lease's acquire time."""
+        now = lease.acquired_at
+        submitted = request.submitted_at or sent_at or now
+        job = (mark_open(Update(), request.tenant_id, request.job_id)
+               .set(status=JobStatus.RUNNING.value, host=lease.host, slot=lease.slot,
+                    epoch=lease.epoch, started_at=now, lease_expires_at=lease.expires_at,
+                    token=request.token, output=request.output, webhook=request.webhook,
+                    queue_wait=max(0.0, now - submitted))
+               .set_if_absent(submitted_at=submitted, received_at=now)
+               .remove("wait_reason")
+               .add(attempts=1))
+        return [op("Put", self.table, lease.to_item(), condition="attribute_not_exists(pk)",
+                   return_old=True),
+                op("Update", self.jobs_table, JobStore.key(request.tenant_id, request.job_id),
+                   update=job.expression, condition=free_to_start(job), values=job.values,
+                   names=job.names, return_old=True)]
 
     def _why_not(self, exc: TransactionCancelled, cap: int, now: float) -> Acquisition:
         if len(exc.reasons) < 3:
@@ -197,22 +218,8 @@ class LeaseStore:
         it was), and a try that is refused because the lease is gone reads the
         job record, which says whether our own release is what took it.
         """
-        job = Update().set(status=status.value, **fields).remove("lease_expires_at")
-        if status.final:
-            mark_final(job, fields.get("finished_at") or self.clock.time(),
-                       self.jobs.retention_days)
-        if failures:
-            job.add(failures=failures)
-        job.values[":e"] = lease.epoch
-        items = [
-            op("Delete", self.table, {"pk": lease.key},
-               condition="epoch = :e", values={":e": lease.epoch}),
-            self._decrement(lease),
-            op("Update", self.jobs_table, JobStore.key(lease.tenant_id, lease.job_id),
-               update=job.expression, condition="epoch = :e", values=job.values,
-               names=job.names),
-            *also,
-        ]
+        items = [*self._release_items(lease, status, failures, fields), *also]
+        items.insert(1, self._decrement(lease))
         try:
             self._transact_fenced(items, lease, "release",
                                   token=request_token(lease.epoch, f"release/{status.value}"))
@@ -222,6 +229,57 @@ class LeaseStore:
             logger.warning("the reply to the release of job %s was lost; the job record shows "
                            "it committed", lease.job_id,
                            extra=extra("release_reply_lost", lease.tenant_id, lease.job_id))
+
+    def hand_over(self, lease: Lease, status: JobStatus, successor: Successor,
+                  failures: int = 0, also: Sequence[dict[str, Any]] = (),
+                  **fields: Any) -> bool:
+        """Release *lease* and start the tenant's next job in its slot, in one transaction.
+
+        The counter does not move (one job ends, one of the same tenant
+        starts) but must not be above the tenant's cap, and the successor's
+        note is claimed in the same write, so this is an acquire and a
+        release with one call fewer. True once committed; False when the
+        successor's part was refused (nothing was written: release as
+        usual). Raises LeaseLost as ``release`` does. Every try of one hand-over
+        is the same request, with one ClientRequestToken.
+        """
+        items = self._release_items(lease, status, failures, fields)
+        items.insert(1, op("Update", self.table, {"pk": counter_key(lease.tenant_id)},
+                           update="ADD ver :one", condition="inflight <= :cap",
+                           values={":one": 1, ":cap": successor.cap}))
+        items += [*also, *self._start_items(successor.request, successor.lease,
+                                            successor.sent_at), successor.claim]
+        token = request_token(lease.epoch, f"hand-over/{successor.lease.epoch}/{status.value}")
+        try:
+            self.dynamo.transact(items, f"hand over lease of {lease.job_id}", token=token)
+        except TransactionCancelled as exc:
+            if len(exc.reasons) != len(items):
+                raise BackendError(f"unexpected cancellation of a hand-over: {exc}") from None
+            if not (exc.reasons[0].failed or exc.reasons[2].failed):
+                return False  # the successor's part: the cap, its record, or its note
+            if status == JobStatus.QUEUED or not self.released(lease, status):
+                raise LeaseLost(f"release of job {lease.job_id} refused: lease epoch "
+                                f"{lease.epoch} is no longer current") from None
+            logger.warning("the reply to the hand-over of job %s was lost; the job record "
+                           "shows it committed", lease.job_id,
+                           extra=extra("release_reply_lost", lease.tenant_id, lease.job_id))
+        return True
+
+    def _release_items(self, lease: Lease, status: JobStatus, failures: int,
+                       fields: dict[str, Any]) -> list[dict[str, Any]]:
+        """The lease's Delete and the job record's new state, fenced on the lease's epoch."""
+        job = Update().set(status=status.value, **fields).remove("lease_expires_at")
+        if status.final:
+            mark_final(job, fields.get("finished_at") or self.clock.time(),
+                       self.jobs.retention_days)
+        if failures:
+            job.add(failures=failures)
+        job.values[":e"] = lease.epoch
+        return [op("Delete", self.table, {"pk": lease.key},
+                   condition="epoch = :e", values={":e": lease.epoch}),
+                op("Update", self.jobs_table, JobStore.key(lease.tenant_id, lease.job_id),
+                   update=job.expression, condition="epoch = :e", values=job.values,
+                   names=job.names)]
 
     def released(self, lease: Lease, status: JobStatus) -> bool:
         """Say whether the job record shows *lease*'s own release to *status* committed.

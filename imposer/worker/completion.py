@@ -6,7 +6,9 @@ step that meets an AWS error is tried again on the next pass of the loop
 
 1. the **release** transaction: lease deleted, counter decremented, the job's
    state recorded and, for a final job with a webhook, its completion event
-   put in the outbox, all at once and fenced on the lease's epoch;
+   put in the outbox, all at once and fenced on the lease's epoch; when the
+   slot was promised to the tenant's oldest parked job (``Handover``), that
+   job's start is in the same transaction and the counter does not move;
 2. for a success, the **promotion** of the attempt's plate to the job's output
    key (only an attempt whose fenced release committed gets this far);
 3. the **message**: deleted, dead-lettered, or made visible again later.
@@ -37,6 +39,7 @@ from imposer.state.leases import LeaseStore
 from imposer.state.outbox import Event, OutboxStore, event_id
 from imposer.webhooks.delivery import build_event, encode
 from imposer.worker import policy
+from imposer.worker.handoff import Handover
 from imposer.worker.messages import Messages
 from imposer.worker.rollup import RollupRecorder
 from imposer.worker.running import Running, RunningTable
@@ -66,6 +69,12 @@ class Completer:
         self.leases, self.jobs, self.outbox, self.storage = leases, jobs, outbox, storage
         self.messages, self.metrics, self.rollups, self.clock = messages, metrics, rollups, clock
         self.wake_sender = wake_sender
+        #: epoch -> the hand-over its release tried, and whether it committed
+        self._handovers: dict[str, tuple[Handover, bool]] = {}
+
+    def handover(self, job: Running) -> tuple[Handover, bool] | None:
+        """The hand-over *job*'s settlement tried, and whether it committed (once)."""
+        return self._handovers.pop(job.epoch, None)
 
     def finished(self, job: Running, outcome: Outcome) -> Running | None:
         """Record the child's report on the job; its slot is free from now on."""
@@ -131,9 +140,18 @@ class Completer:
             event = self._event(job, fields)
             also.append(self.outbox.put_op(event))
             fields["webhook_status"], fields["webhook_event"] = "pending", event.event_id
+        failures = 1 if job.failures else 0
         try:
-            self.leases.release(job.lease, job.status, failures=1 if job.failures else 0,
-                                also=also, **fields)
+            if job.handover is not None:
+                committed = self.leases.hand_over(job.lease, job.status, job.handover.successor,
+                                                  failures=failures, also=also, **fields)
+                self._handovers[job.epoch] = (job.handover, committed)
+                if not committed:  # its successor was taken or is at cap: release as usual
+                    job = self.table.update(job, handover=None) or \
+                        attrs.evolve(job, handover=None)
+            if job.handover is None:
+                self.leases.release(job.lease, job.status, failures=failures, also=also,
+                                    **fields)
         except LeaseLost as exc:
             logger.error("job %s finished but %s; its message will return", req.key, exc,
                          extra=extra("lease_lost", req.tenant_id, req.job_id))

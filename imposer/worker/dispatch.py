@@ -8,8 +8,11 @@ parked job, whichever host parked it.
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 from typing import Callable, Iterator
+
+import attrs
 
 from imposer.aws.s3 import Storage
 from imposer.clock import Clock
@@ -28,13 +31,13 @@ from imposer.models import (
 )
 from imposer.settings import Settings
 from imposer.state.jobs import JobStore
-from imposer.state.leases import Acquisition, LeaseStore, Verdict
+from imposer.state.leases import Acquisition, LeaseStore, Successor, Verdict
 from imposer.state.waiting import Parked
 from imposer.worker import policy
 from imposer.worker import sweep as sweeping
 from imposer.worker.borrowing import BorrowPolicy
 from imposer.worker.contention import ContentionMeter
-from imposer.worker.handoff import HandOff
+from imposer.worker.handoff import HandOff, Handover
 from imposer.worker.messages import Messages
 from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.pool import Pool
@@ -42,6 +45,19 @@ from imposer.worker.rollup import RollupRecorder
 from imposer.worker.running import Running, RunningTable
 
 logger = logging.getLogger(__name__)
+
+
+class Promise(enum.Enum):
+    """What ``Dispatcher.promise_slot`` did with a settling job's slot."""
+
+    #: Promised to the tenant's oldest parked job: its release starts that job.
+    MADE = "made"
+    #: The tenant has nothing parked: no hand-off to try after the release either.
+    NOTHING_PARKED = "nothing parked"
+    #: No promise may be made now (the hand-off rule, a borrowed slot, stopping):
+    #: the release is a plain one and ``wake`` decides after it.
+    NOT_NOW = "not now"
+
 
 #: Times handling one message may raise (a bug, not AWS) before it is dead-lettered.
 POISON_FAILURES = 3
@@ -112,6 +128,82 @@ class Dispatcher:
     def owes(self) -> bool:
         """True while a hand-off is owed: the next receive should not wait for messages."""
         return bool(self._owed)
+
+    def promise_slot(self, job: Running,
+                     stopping: Callable[[], bool]) -> tuple[Promise, Running]:
+        """Before *job* settles: promise its slot to its tenant's oldest parked job.
+
+        Under the same rule as ``wake`` (another slot stays free), the release
+        then starts that job in the same transaction (``LeaseStore.hand_over``):
+        a capped tenant's slot passes to its next job for one call instead of
+        two. A borrowed slot is never promised (it goes back to the pool).
+        Returns what was done, and the job's entry as it now is.
+        """
+        if job.handover is not None:
+            return Promise.MADE, job
+        if job.released or job.lease.borrowed or stopping() \
+                or not policy.may_hand_off(len(self.pool.free())):
+            return Promise.NOT_NOW, job
+        tenant = job.request.tenant_id
+        cap = self.leases.tenants.cap_for(tenant)
+        if cap <= 0:
+            return Promise.NOT_NOW, job
+        notes, _ = self.handoff.notes(tenant)
+        for note in notes:
+            if note.visible_at <= self.clock.time():
+                self.handoff.taken(note)  # its message is back in the queue by itself
+                continue
+            if note.job_id == job.request.job_id:
+                continue
+            try:
+                request = self.parse(note.message)
+            except InvalidMessage:
+                self.handoff.waiting.drop(note)
+                self.handoff.taken(note)
+                continue
+            successor = Successor(
+                request=request, sent_at=note.sent_at, cap=cap,
+                lease=self.leases.new_lease(request, self.settings.host_id, job.slot,
+                                            note.receipt),
+                claim=self.handoff.waiting.claim_op(note))
+            promised = Handover(note=note, successor=successor)
+            return Promise.MADE, (self.running.update(job, handover=promised)
+                                  or attrs.evolve(job, handover=promised))
+        self._capped.pop(tenant, None)  # as ``wake`` does: a slot of the tenant is free
+        return Promise.NOTHING_PARKED, job
+
+    def start_handed(self, handover: Handover, slot: int, committed: bool,
+                     stopping: Callable[[], bool]) -> bool:
+        """After the settling job's release: launch the job its slot was handed to.
+
+        False when the hand-over was refused (the note was taken elsewhere, or
+        the tenant is over a lowered cap): the slot is then free as after any
+        release. A handed job the worker cannot launch now (it is stopping, or
+        its message is gone) has its lease given back.
+        """
+        note, successor = handover.note, handover.successor
+        self.handoff.taken(note)
+        if not committed:
+            return False
+        request, lease, message = successor.request, successor.lease, note.message
+        self.received_at = self.clock.monotonic()
+        with guard(request):
+            free = self.pool.free()
+            if slot in free:
+                free = [slot]
+            if stopping() or not free:
+                self._unwind(lease, "the worker is stopping" if stopping() else "no free slot")
+                self.messages.give_back(message)
+                return True
+            if self.messages.due(message):
+                held = self.messages.hold(message)
+                if held is None:
+                    self._unwind(lease, "its parked message is gone")
+                    return True
+                message = held
+            if self.launch(request, message, free, lease):
+                self.metrics.emit("handed_off", 1, tenant_id=request.tenant_id)
+        return True
 
     def wake_idle(self, free: list[int], stopping: Callable[[], bool]) -> None:
         """The queue had nothing for the free slots: pay the hand-offs owed, oldest first.
@@ -426,9 +518,9 @@ class Dispatcher:
             reason = f"tenant {request.tenant_id} is paused (cap 0)"
         if note:
             reason = f"{reason}; {note}"
-        if cap <= 0:
-            self.messages.defer(request, message)
+        if cap <= 0:  # the record first: whoever sees the deferral (or re-publish) finds it
             self.jobs.note_waiting(request, message.sent_at, reason, deferred=True)
+            self.messages.defer(request, message)
         elif not self.handoff.park(request, message, also=[
                 self.jobs.waiting_op(request, message.sent_at, reason, deferred=True)]):
             self.jobs.note_waiting(request, message.sent_at, reason, deferred=True)
@@ -437,7 +529,6 @@ class Dispatcher:
 
     def defer(self, request: JobRequest, message: Received, reason: str | None) -> bool:
         """Push the message back for a deferral and note why; False when re-published instead."""
-        kept = self.messages.defer(request, message)
         if reason:
             self.jobs.note_waiting(request, message.sent_at, reason)
-        return kept
+        return self.messages.defer(request, message)

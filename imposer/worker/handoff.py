@@ -28,11 +28,14 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
+import attrs
+
 from imposer.clock import Clock
 from imposer.errors import BackendError
 from imposer.logs import extra
 from imposer.models import JobRequest, Received
 from imposer.settings import Settings
+from imposer.state.leases import Successor
 from imposer.state.waiting import Parked, WaitingStore
 from imposer.worker.messages import Messages
 
@@ -43,6 +46,19 @@ logger = logging.getLogger(__name__)
 REMEMBERED = 1000
 #: Notes one waiting-table Query reads, for this many hand-offs of the tenant.
 NOTES_READ = 8
+
+
+@attrs.frozen(kw_only=True)
+class Handover:
+    """A settling job's slot, promised to its tenant's oldest parked job.
+
+    The release of the settling job and the start of *successor* are one
+    transaction (``LeaseStore.hand_over``): the slot passes from one job of
+    the tenant to the next with no acquire of its own.
+    """
+
+    note: Parked
+    successor: Successor
 
 
 class HandOff:

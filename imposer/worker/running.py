@@ -56,6 +56,9 @@ class Running:
     #: Failed settlement attempts so far, and when to try again (monotonic).
     tries: int = 0
     retry_at: float = 0.0
+    #: Its slot, promised to its tenant's oldest parked job: the release starts that
+    #: job in the same transaction (``imposer.worker.handoff.Handover``).
+    handover: Any = None
 
     @property
     def epoch(self) -> str:

@@ -28,7 +28,7 @@ from imposer.worker import sweep as sweeping
 from imposer.worker.borrowing import BorrowPolicy
 from imposer.worker.completion import Completer, Settled
 from imposer.worker.contention import ContentionMeter
-from imposer.worker.dispatch import Dispatcher
+from imposer.worker.dispatch import Dispatcher, Promise
 from imposer.worker.handoff import HandOff
 from imposer.worker.heartbeat import LeaseRenewer, MessageHolder
 from imposer.worker.messages import Messages
@@ -267,14 +267,24 @@ class Supervisor:
     def settle_finished(self, force: bool = False) -> None:
         """Settle every finished job that is due; then refill freed slots from deferred work.
 
-        Every settlement of the pass comes before any refill, so a tenant's
-        counter is down before its next job is tried.
+        A job whose slot was promised to its tenant's oldest parked job
+        (``Dispatcher.promise_slot``) starts that job with its release, in
+        one transaction; the other settlements of the pass come before any
+        refill, so a tenant's counter is down before its next job is tried.
         """
         now, freed = self.clock.monotonic(), []
         for job in self.running.settling():
             if force or job.retry_at <= now:
                 with guard(job.request):
-                    if self.completer.settle(job) is Settled.DONE:
+                    promise, job = self.dispatch.promise_slot(job, self.drain.is_set)
+                    settled = self.completer.settle(job)
+                    tried = self.completer.handover(job)
+                    if tried is not None:
+                        handover, committed = tried
+                        if self.dispatch.start_handed(handover, job.slot, committed,
+                                                      self.drain.is_set):
+                            continue  # the slot went to the tenant's next job with the release
+                    if settled is Settled.DONE and promise is not Promise.NOTHING_PARKED:
                         freed.append(job.request.tenant_id)
         for tenant in freed:
             with guard(None):

@@ -211,7 +211,10 @@ def stop_during_boot(tmp: Path, src: Path) -> bool:
     host.proxy.inject("error", 30)
     try:
         host.start()
-        time.sleep(4)  # Python is up and retrying its first AWS call
+        # Python is up and retrying its first AWS call (so its handlers are installed)
+        if not _until(lambda: host.logs and '"aws_retry"' in host.logs[-1].read_text(), 60):
+            print("the worker never retried an AWS call while booting: nothing shown")
+            return True
         host.proc.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         host.proc.send_signal(signal.SIGTERM)

@@ -7,9 +7,11 @@ import time
 
 import pytest
 
+from imposer.aws import session
 from imposer.errors import LeaseLost
 from imposer.models import JobStatus, TenantConfig
-from imposer.state.leases import Verdict
+from imposer.state.leases import Successor, Verdict
+from imposer.state.waiting import Parked
 from imposer.worker.sweep import reclaim_host, sweep
 from imposer.worker.wiring import connect
 from tests.fixtures.jobs import record_of, request
@@ -244,3 +246,81 @@ class TestRace:
                 for r in backends.jobs.for_tenant(t, statuses=["succeeded"], limit=1000)[0]]
         assert len(done) == sum(g for g, _ in outcomes)
         assert backends.jobs.open_jobs() == [], "every finished job left the open index"
+
+
+def successor_of(backends, req, clock, cap: int, slot: int = 0) -> Successor:
+    """Park *req* in the waiting table and build the hand-over to it."""
+    note = Parked(tenant_id=req.tenant_id, order=f"{clock.time():017.5f}#{req.job_id}",
+                  job_id=req.job_id, body=req.to_body(), receipt=f"r-{req.job_id}",
+                  message_id=f"m-{req.job_id}", sent_at=clock.time(), receive_count=1,
+                  visible_at=clock.time() + 300)
+    backends.waiting.park(note)
+    return Successor(request=req, sent_at=note.sent_at, cap=cap,
+                     lease=backends.leases.new_lease(req, "h", slot, note.receipt),
+                     claim=backends.waiting.claim_op(note))
+
+
+class TestHandOver:
+    def test_one_write_ends_a_job_and_starts_the_tenants_next(self, backends, clock):
+        """Cap 1: the release of the running job starts the parked one, in one transaction.
+
+        The counter stays at 1 (never 0, never 2), the note is gone, and each
+        job record says what happened to it.
+        """
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        first, second = request(), request()
+        lease = backends.leases.acquire(first, "h", 0).lease
+        successor = successor_of(backends, second, clock, cap=1)
+        session.CALLS.reset()
+        assert backends.leases.hand_over(lease, JobStatus.SUCCEEDED, successor,
+                                         output_epoch=lease.epoch, finished_at=clock.time())
+        assert session.CALLS.snapshot() == {"dynamodb.TransactWriteItems": 1}
+        assert backends.leases.counters()["acme"].inflight == 1
+        assert [held.job_id for held in backends.leases.leases()] == [second.job_id]
+        assert backends.waiting.oldest("acme") == []
+        assert record_of(backends, first.job_id).status is JobStatus.SUCCEEDED
+        started = record_of(backends, second.job_id)
+        assert (started.status, started.epoch) == (JobStatus.RUNNING, successor.lease.epoch)
+
+    def test_a_note_taken_elsewhere_refuses_it_and_writes_nothing(self, backends, clock):
+        """The parked job was started by another host: False, and the release can go as usual."""
+        first, second = request(), request()
+        lease = backends.leases.acquire(first, "h", 0).lease
+        successor = successor_of(backends, second, clock, cap=4)
+        backends.waiting.drop(backends.waiting.oldest("acme")[0])
+        assert not backends.leases.hand_over(lease, JobStatus.SUCCEEDED, successor,
+                                             finished_at=clock.time())
+        assert record_of(backends, first.job_id).status is JobStatus.RUNNING
+        assert backends.leases.counters()["acme"].inflight == 1
+        backends.leases.release(lease, JobStatus.SUCCEEDED, finished_at=clock.time())
+        assert backends.leases.counters()["acme"].inflight == 0
+
+    def test_a_lowered_cap_refuses_it(self, backends, clock):
+        """Two running, the cap lowered to 1: the slot is not passed on, the counter drops."""
+        leases = [backends.leases.acquire(request(), "h", i).lease for i in range(2)]
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        successor = successor_of(backends, request(), clock, cap=1)
+        assert not backends.leases.hand_over(leases[0], JobStatus.FAILED, successor,
+                                             finished_at=clock.time())
+        assert backends.leases.counters()["acme"].inflight == 2
+        assert len(backends.waiting.oldest("acme")) == 1
+
+    def test_a_hand_over_tried_again_after_it_committed_is_done(self, backends, clock):
+        """Its reply lost, the same hand-over tried again finds its commit in the job record;
+        one whose lease was reclaimed first raises LeaseLost and starts nothing."""
+        first, second = request(), request()
+        lease = backends.leases.acquire(first, "h", 0).lease
+        successor = successor_of(backends, second, clock, cap=4)
+        for _ in range(2):
+            assert backends.leases.hand_over(lease, JobStatus.FAILED, successor,
+                                             finished_at=1.0)
+        assert backends.leases.counters()["acme"].inflight == 1
+        third, fourth = request(), request()
+        reclaimed = backends.leases.acquire(third, "h", 1).lease
+        clock.advance(backends.settings.lease_ttl_seconds + 1)
+        assert sweep(backends.leases, backends.metrics).reclaimed
+        with pytest.raises(LeaseLost):
+            backends.leases.hand_over(reclaimed, JobStatus.FAILED,
+                                      successor_of(backends, fourth, clock, cap=4),
+                                      finished_at=1.0)
+        assert record_of(backends, fourth.job_id) is None

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import time
+
 import attrs
 import pytest
 
 from imposer.aws import session
-from imposer.models import JobRequest, TenantConfig
+from imposer.clock import ManualClock
+from imposer.models import JobRequest, JobStatus, TenantConfig
 from imposer.state.leases import Verdict
 from imposer.state.waiting import Parked
 from imposer.worker.handoff import HandOff
 from imposer.worker.messages import Messages
+from imposer.worker.pool import Pool
+from imposer.worker.supervisor import Supervisor
+from imposer.worker.wiring import connect
 from tests.fixtures.jobs import record_of, request
-from tests.fixtures.workers import Worker, layout, submit_jobs, wait_for
+from tests.fixtures.workers import FAKE, Worker, layout, submit_jobs, wait_for
 
 
 def received(backends, req: JobRequest):
@@ -206,3 +212,45 @@ class TestHandOffAcrossHosts:
         finally:
             quiet_gate.touch()
             worker.close()
+
+
+@pytest.mark.slow
+class TestHandOverWithTheRelease:
+    def test_the_release_starts_the_parked_job_in_one_transaction(self, settings, tmp_path):
+        """Cap 1, two slots: when the running job ends, one TransactWriteItems ends it and
+        starts the parked one (no acquire of its own), and the counter never leaves 1."""
+        gate_a = tmp_path / "gate-a"
+        s = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE),
+                            lease_ttl_seconds=600.0, park_seconds=300.0,
+                            work_dir=str(tmp_path / "work"))
+        backends = connect(s, clock=ManualClock(start=time.time()))
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        supervisor = Supervisor(backends, Pool(2, s))
+        supervisor.pool.start()
+
+        def turn() -> None:
+            supervisor.collect_finished(0.1)
+            supervisor.settle_finished()
+            supervisor.fill_free_slots()
+
+        try:
+            first, parked = submit_jobs(s, tmp_path, "acme", 2, layout(fake_until=gate_a))
+            wait_for(lambda: (turn(), len(supervisor.running) == 1
+                              and backends.waiting.oldest("acme"))[1], 60,
+                     "one job to run and the other to be parked")
+            session.CALLS.reset()
+            gate_a.touch()
+            wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
+                              parked in {j.request.job_id
+                                         for j in supervisor.running.running()})[-1], 60,
+                     "the parked job to start with the release")
+            calls = session.CALLS.snapshot()
+            assert calls.get("dynamodb.TransactWriteItems") == 1, calls
+            assert record_of(backends, first).status is JobStatus.SUCCEEDED
+            assert record_of(backends, parked).status is JobStatus.RUNNING
+            assert backends.leases.counters()["acme"].inflight == 1
+            assert backends.waiting.oldest("acme") == []
+        finally:
+            gate_a.touch()
+            supervisor.receiver.stop(0)
+            supervisor.pool.stop(timeout=0)
