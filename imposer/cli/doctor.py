@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import sys
-import time
 import uuid
 from typing import Callable, Iterator
 
@@ -110,18 +109,14 @@ class Doctor:
         """Who we are to AWS, and whether our clock agrees with AWS's (leases expire by it)."""
         from imposer.aws import session
 
-        sts = session.client("sts", self.s.region)
-        sent = time.time()
         try:
-            with session.translated("read the caller identity"):
-                reply = sts.get_caller_identity()
+            reply, sent, received = session.caller_identity(self.s.region)
         except EndpointUnreachable as exc:
             yield Check(name="endpoint", status=FAIL, detail=str(exc))
             return
         except BackendError as exc:
             yield Check(name="credentials", status=FAIL, detail=str(exc))
             return
-        received = time.time()
         yield Check(name="endpoint", status=OK, detail=session.endpoint())
         yield Check(name="credentials", status=OK,
                     detail=f"{reply['Arn']} in region {self.s.region}")
@@ -137,21 +132,15 @@ class Doctor:
 
     def queues(self) -> Iterator[Check]:
         """Retention, redrive and visibility are what keep a deferred job alive and single."""
-        from imposer.aws import session
         from imposer.aws.sqs import JobQueue
 
         queue = JobQueue(self.s.region, self.s.queue_name, self.s.dlq_name)
-
-        def attributes(name: str) -> dict:
-            with session.translated(f"read attributes of {name}"):
-                return queue.client.get_queue_attributes(
-                    QueueUrl=queue.url(name), AttributeNames=["All"])["Attributes"]
-
-        dlq = yield from self._guard(f"queue {self.s.dlq_name}", lambda: attributes(self.s.dlq_name))
+        dlq = yield from self._guard(f"queue {self.s.dlq_name}",
+                                     lambda: queue.attributes(self.s.dlq_name))
         if dlq is not None:
             yield self._queue_check(self.s.dlq_name, dlq, None)
         jobs = yield from self._guard(f"queue {self.s.queue_name}",
-                                      lambda: attributes(self.s.queue_name))
+                                      lambda: queue.attributes(self.s.queue_name))
         if jobs is not None:
             yield self._queue_check(self.s.queue_name, jobs,
                                     dlq.get("QueueArn", "") if dlq else "")
@@ -218,28 +207,21 @@ class Doctor:
 
     def bucket(self) -> Iterator[Check]:
         """The bucket, and a rule that removes plates of attempts that never committed."""
-        from imposer.aws import session
         from imposer.aws.s3 import Storage
 
-        client = Storage(self.s.region).client
+        storage = Storage(self.s.region)
         name = f"bucket {self.s.bucket}"
 
         def head():
-            try:
-                with session.translated(f"find bucket {self.s.bucket}"):
-                    client.head_bucket(Bucket=self.s.bucket)
-            except BackendError as exc:
-                if ": 404:" in str(exc):
-                    raise BackendError(f"bucket {self.s.bucket} does not exist (run `imposer "
-                                       "init` or create the stack)") from None
-                raise
+            if not storage.bucket_exists(self.s.bucket):
+                raise BackendError(f"bucket {self.s.bucket} does not exist (run `imposer "
+                                   "init` or create the stack)")
             return True
 
         if (yield from self._guard(name, head)) is None:
             return
         try:
-            with session.translated(f"read the lifecycle of {self.s.bucket}"):
-                rules = client.get_bucket_lifecycle_configuration(Bucket=self.s.bucket)["Rules"]
+            rules = storage.lifecycle_rules(self.s.bucket)
         except BackendError as exc:
             rules, why = [], str(exc)
         else:
@@ -256,7 +238,6 @@ class Doctor:
 
     def permissions(self) -> Iterator[Check]:
         """Probe each kind of call the worker makes, with calls that cannot change state."""
-        from imposer.aws import session
         from imposer.aws.dynamodb import Dynamo, TransactionCancelled, op
         from imposer.aws.s3 import Storage
         from imposer.aws.sqs import JobQueue
@@ -316,9 +297,7 @@ class Doctor:
             queue = JobQueue(s.region, s.queue_name, s.dlq_name)
             queue.change_visibility("doctor-probe-not-a-receipt", 0)
             try:
-                with session.translated(f"delete from {s.queue_name}"):
-                    queue.client.delete_message(QueueUrl=queue.url(),
-                                                ReceiptHandle="doctor-probe-not-a-receipt")
+                queue.delete("doctor-probe-not-a-receipt")
             except BackendError as exc:  # authorized, then refused: what the probe wants
                 if "ReceiptHandleIsInvalid" not in str(exc) and \
                         "InvalidParameterValue" not in str(exc):
