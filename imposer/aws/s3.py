@@ -117,6 +117,22 @@ class Storage:
         with session.translated(f"download {uri}"):
             return self.client.get_object(Bucket=uri.bucket, Key=uri.key)["Body"].read()
 
+    def bucket_exists(self, bucket: str) -> bool:
+        """True if *bucket* answers us; False if it is not there. Any other refusal raises."""
+        with session.translated(f"find bucket {bucket}"):
+            try:
+                self.client.head_bucket(Bucket=bucket)
+            except botocore.exceptions.ClientError as exc:
+                if session.error_code(exc) != "404":
+                    raise
+                return False
+        return True
+
+    def lifecycle_rules(self, bucket: str) -> list[dict]:
+        """The bucket's lifecycle rules; a bucket that has none raises BackendError."""
+        with session.translated(f"read the lifecycle of {bucket}"):
+            return self.client.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+
     def ensure_bucket(self, bucket: str, region: str) -> bool:
         """Create *bucket* if missing; return True if created."""
         with session.translated(f"create bucket {bucket}"):

@@ -2,7 +2,8 @@
 
 Clients retry throttling with botocore's standard mode; this module turns
 botocore's failures into imposer's own exceptions so that nothing above the
-adapters sees ``ClientError``.
+adapters sees ``ClientError``. ``caller_identity`` (STS) is here too: only
+`imposer doctor` asks it, to name the principal and compare clocks.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import collections
 import contextlib
 import os
 import threading
+import time
 from typing import Iterator
 
 import boto3
@@ -94,6 +96,19 @@ def client(service: str, region: str, read_timeout: float = 30.0):
                           f"http://host:port): {exc}") from None
     made.meta.events.register("before-parameter-build", CALLS)
     return made
+
+
+def caller_identity(region: str) -> tuple[dict, float, float]:
+    """Ask STS who our credentials are; also when the request left and the reply came (epoch s).
+
+    The two times bracket the call alone, not the client's making, so the
+    reply's ``Date`` header can be held against this host's clock.
+    """
+    sts = client("sts", region)
+    sent = time.time()
+    with translated("read the caller identity"):
+        reply = sts.get_caller_identity()
+    return reply, sent, time.time()
 
 
 def endpoint() -> str:

@@ -74,9 +74,11 @@ class JobQueue:
             raise
         return True
 
-    def delete(self, message: Received) -> None:
+    def delete(self, message: Received | str) -> None:
+        """Delete *message* (or a receipt handle) from the job queue."""
+        receipt = message if isinstance(message, str) else message.receipt
         with session.translated(f"delete from {self.name}"):
-            self.client.delete_message(QueueUrl=self.url(), ReceiptHandle=message.receipt)
+            self.client.delete_message(QueueUrl=self.url(), ReceiptHandle=receipt)
 
     def send(self, body: str, group_id: str, attributes: dict[str, str] | None = None,
              queue: str | None = None) -> str:
@@ -105,10 +107,15 @@ class JobQueue:
         self.delete(message)
         return new_id
 
+    def attributes(self, name: str | None = None) -> dict[str, str]:
+        """Every attribute of the job queue (or the queue *name*), as SQS spells them."""
+        name = name or self.name
+        with session.translated(f"read attributes of {name}"):
+            return self.client.get_queue_attributes(
+                QueueUrl=self.url(name), AttributeNames=["All"])["Attributes"]
+
     def depth(self) -> dict[str, int]:
-        with session.translated(f"read attributes of {self.name}"):
-            attrs_ = self.client.get_queue_attributes(
-                QueueUrl=self.url(), AttributeNames=["All"])["Attributes"]
+        attrs_ = self.attributes()
         return {
             "visible": int(attrs_.get("ApproximateNumberOfMessages", 0)),
             "in_flight": int(attrs_.get("ApproximateNumberOfMessagesNotVisible", 0)),

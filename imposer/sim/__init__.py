@@ -6,10 +6,18 @@ rules the worker applies, on any number of hosts and slots, in a second.
 
     workload   SimJob values: from job records (``sources`` reads the jobs table
                or a JSONL export) or a synthetic generator
-    engine     the discrete-event simulation: fair-queue delivery by message
-               group, the cap with its park window and hand-off, deferral of
-               paused tenants, borrowing with its reserve, retries; every
-               decision is a call into ``imposer.worker.policy``
+    engine     the discrete-event simulation (``simulate``): its event loop and
+               the fleet's state; every decision is a call into
+               ``imposer.worker.policy``
+    parent     a pass of one host's parent loop; starting and settling children
+    dispatch   a receive's batch: start, park at the cap, defer a paused
+               tenant's, lend a slot (borrowing with its reserve)
+    handoff    a freed slot to its tenant's oldest parked job, or owed to it
+    delivery   fair-queue delivery by message group, and each host's receive
+               with its long poll
+    state      AWS calls per step, the codes of events and states, a host's record
+    policy     one variant: the fleet and its settings (``Policy``)
+    schedule   what a run returns: every attempt, each job's fate, the counts
     metrics    one variant's figures: utilisation, waits per tenant, quiet vs
                heavy, the busiest day's makespan, the licence rule's verdict
                (``imposer.reports.capacity`` over simulated host-hours)

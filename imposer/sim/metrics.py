@@ -19,7 +19,8 @@ import attrs
 from imposer.reports.capacity import Thresholds, Verdict, daily_hours, judge
 from imposer.reports.history import HOUR, HostHour
 from imposer.reports.stats import percentile
-from imposer.sim.engine import Policy, Schedule
+from imposer.sim.policy import Policy
+from imposer.sim.schedule import Schedule
 from imposer.state.rollups import WAIT_EDGES, bucket, hour_of
 
 

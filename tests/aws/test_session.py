@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
+from imposer.aws import session
 from imposer.aws.dynamodb import Dynamo
 from imposer.aws.sqs import JobQueue
 from imposer.errors import BackendError, TransientBackendError
@@ -34,3 +36,12 @@ class TestTranslated:
         with pytest.raises(BackendError) as refused:
             Dynamo(settings.region).get(f"{settings.table_prefix}-nothing", {"pk": "x"})
         assert not isinstance(refused.value, TransientBackendError)
+
+
+class TestCallerIdentity:
+    def test_the_reply_comes_with_the_times_around_the_call(self, settings):
+        """STS names the principal; the send and reply times bracket the call, in order."""
+        before = time.time()
+        reply, sent, received = session.caller_identity(settings.region)
+        assert reply["Arn"].startswith("arn:aws:")
+        assert before <= sent <= received <= time.time()

@@ -1,0 +1,109 @@
+"""The parent's dispatch of a receive's batch: start, park, defer or lend each message.
+
+As ``imposer.worker.dispatch`` does, with its rules from
+``imposer.worker.policy``: the cap (``may_take_own_slot``) behind an acquire,
+the dispatcher's memo of tenants found at their cap, the borrow rule
+(``why_not_borrow``) after the batch's own starts.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from imposer.sim.state import CALLS, MEMO_SECONDS, PARKED, VISIBLE, WAITING, Host
+from imposer.worker import policy as rules
+
+
+class Dispatch:
+    """``Dispatcher.take_batch`` and its acquire, park and deferral.
+
+    Mixed into ``engine._Fleet``: its methods read and move the fleet's state
+    (the queue, the counters, the hosts) as the event loop reaches each step.
+    """
+
+    def _acquire(self, host: Host, tenant: str):
+        """One acquire's calls: the tenant's cap (unless this host read it lately), the
+        transaction (none for a paused tenant); yields until the transaction commits."""
+        calls = CALLS["acquire"] if self.cap[tenant] > 0 else 0
+        read = host.cap_read.get(tenant)
+        if read is None or host.clock - read >= self.policy.cap_cache_seconds:
+            host.cap_read[tenant] = host.clock
+            calls += CALLS["cap"]
+        self._spend(host, calls)
+        if self._behind(host):
+            yield
+
+    def _dispatch(self, host: Host, batch: list[int]):
+        """``take_batch``: start, park, defer or lend; True if a message started or went away."""
+        p, free = self.policy, host.free
+        progress, candidates = False, []
+        for job in batch:
+            tenant = self.tenant[job]
+            cap = self.cap[tenant]
+            if not free:  # (the receive asked for no more than were free: never here)
+                self._back(job)
+                continue
+            if p.memo and host.capped.get(tenant, -1.0) > host.clock:
+                own = False  # known at cap: no transaction
+            else:
+                yield from self._acquire(host, tenant)
+                own = rules.may_take_own_slot(self.inflight[tenant], cap)
+                if not own and p.memo and cap > 0:
+                    host.capped[tenant] = host.clock + min(MEMO_SECONDS, p.defer_seconds)
+            if own:
+                self._start(job, host, False)
+                progress = True
+            elif cap > 0 and p.borrow:
+                candidates.append(job)
+            else:
+                progress |= self._wait(job, cap, host)
+        for job in candidates:  # lend_idle_slots: after the batch's own starts
+            tenant = self.tenant[job]
+            if rules.why_not_borrow(p.borrow, len(free), p.reserve, tenant,
+                                    self._blockers()) is None:
+                yield from self._acquire(host, tenant)
+                if not rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
+                    self._start(job, host, True)
+                    self.counts["borrowed"] += 1
+                    progress = True
+                    continue
+            progress |= self._wait(job, self.cap[tenant], host)
+        return progress
+
+
+    def _wait(self, job: int, cap: int, host: Host) -> bool:
+        """Park the message (at cap) or defer it (paused); a zero window keeps it visible.
+
+        False when the message is visible again at once (nothing changed).
+        """
+        tenant = self.tenant[job]
+        self._count_waiting(job)
+        window = self.policy.park_seconds if cap > 0 else self.policy.defer_seconds
+        self._spend(host, CALLS["park"] if cap > 0 else CALLS["defer"])
+        if window <= 0:
+            self._back(job)
+            return False
+        self.version[job] += 1
+        self._push(host.clock + window, VISIBLE, job, self.version[job])
+        if cap > 0:
+            self.state[job] = PARKED
+            self.counts["parked"] += 1
+            heapq.heappush(self.notes.setdefault(tenant, []),
+                           (self.jobs[job].arrival, self.seq[job], self.version[job], job))
+        else:
+            self.state[job] = WAITING
+            self.counts["deferred"] += 1
+        return True
+
+    def _count_waiting(self, job: int) -> None:
+        """A job seen waiting has a queued or retrying record: the borrow view counts it."""
+        if not self.counted[job]:
+            self.counted[job] = True
+            tenant = self.tenant[job]
+            self.blocking[tenant] = self.blocking.get(tenant, 0) + 1
+
+    def _blockers(self) -> list[str]:
+        """Tenants below their cap with work waiting, as the borrow view sees them."""
+        return [t for t, n in self.blocking.items()
+                if n and rules.may_take_own_slot(self.inflight[t], self.cap[t])]
+

@@ -1,0 +1,73 @@
+"""Hand-offs: a freed slot goes to its tenant's oldest parked job, or is owed to it.
+
+``Dispatcher.wake`` hands the slot over at once if another slot stays free
+(``may_hand_off``), else owes the tenant that hand-off; a receive that comes
+back empty pays what is owed, oldest tenant first (``Dispatcher.wake_idle``).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from imposer.sim.state import CALLS, MEMO_SECONDS, NOTES_READ, PARKED, Host
+from imposer.worker import policy as rules
+
+
+class HandOffs:
+    """``Dispatcher.wake``, ``wake_idle`` and ``_hand_off``.
+
+    Mixed into ``engine._Fleet``: its methods read and move the fleet's state
+    (the queue, the counters, the hosts) as the event loop reaches each step.
+    """
+
+    def _wake(self, host: Host, tenant: str):
+        """``Dispatcher.wake``: one parked job of the tenant takes the freed slot, or is owed it."""
+        host.capped.pop(tenant, None)
+        if rules.may_hand_off(len(host.free)):
+            yield from self._hand_off(host, tenant)
+        else:
+            host.owed[tenant] = min(self.policy.slots, host.owed.get(tenant, 0) + 1)
+            self.counts["owed"] += 1
+
+    def _wake_idle(self, host: Host):
+        """``Dispatcher.wake_idle``: the receive came back empty; pay what is owed, oldest first."""
+        owed = host.owed
+        for tenant in list(owed):
+            while owed.get(tenant) and rules.may_hand_off(len(host.free), queue_empty=True):
+                owed[tenant] -= 1
+                started = yield from self._hand_off(host, tenant)
+                if not started:
+                    owed.pop(tenant, None)
+            if not owed.get(tenant):
+                owed.pop(tenant, None)
+
+    def _live(self, note: tuple[float, int, int, int]) -> bool:
+        return self.version[note[3]] == note[2] and self.state[note[3]] == PARKED
+
+    def _hand_off(self, host: Host, tenant: str):
+        """``Dispatcher._hand_off``: read the tenant's oldest notes, start the first still
+        parked in a free slot, inside the acquire; True if one started."""
+        self._spend(host, CALLS["notes"])
+        if self._behind(host):
+            yield
+        notes = self.notes.get(tenant)
+        read = []
+        while notes and len(read) < NOTES_READ:
+            note = heapq.heappop(notes)
+            if self._live(note):  # a note taken, or back in the queue, is gone
+                read.append(note)
+        for note in read:
+            heapq.heappush(notes, note)
+        for note in read:
+            yield from self._acquire(host, tenant)
+            if not self._live(note):
+                continue  # another host took it meanwhile: the next one
+            if not rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
+                if self.policy.memo:
+                    host.capped[tenant] = host.clock + min(MEMO_SECONDS,
+                                                           self.policy.defer_seconds)
+                return False
+            self._start(note[3], host, False)  # its note goes stale: no count moves
+            self.counts["handed_off"] += 1
+            return True
+        return False

@@ -1,0 +1,72 @@
+"""The simulation's vocabulary: what each step costs in AWS calls, the codes of events and
+states, and one host's record (its parent and its receive).
+"""
+
+from __future__ import annotations
+
+#: Messages one receive returns at most (SQS's limit).
+RECEIVE_MAX = 10
+#: AWS calls the parent makes for each step, as the worker's code makes them.
+CALLS = {
+    "receive": 1,             # ReceiveMessage (the receiver thread's, beside the parent)
+    "cap": 1,                 # the tenant's cap (GetItem), once per cap_cache_seconds a host
+    "acquire": 1,             # TransactWriteItems (a paused tenant's needs none)
+    "park": 3,                # ChangeMessageVisibility, waiting-table PutItem, job note
+    "defer": 2,               # ChangeMessageVisibility, job note
+    "notes": 1,               # waiting-table Query of the tenant's oldest notes
+    "succeeded": 5,           # release, plate HeadObject + CopyObject + DeleteObject, delete
+    "failed": 2,              # release, DeleteMessage
+    "retry": 3,               # job GetItem (failures so far), release, visibility
+    "dead": 4,                # job GetItem, release, DLQ SendMessage, DeleteMessage
+    "requeue": 2,             # release, visibility
+}
+#: How long the dispatcher remembers a tenant at its cap (``Dispatcher._capped``).
+MEMO_SECONDS = 1.0
+#: Notes one waiting-table Query returns (``WaitingStore.oldest``).
+NOTES_READ = 3
+#: Events: a child ends; a message shows (sent, or back after a window); a parent's pass is
+#: due; a pass goes on after its AWS calls; SQS has a receive; the long polls take what
+#: showed; a long poll ends empty; a receive's answer reaches its parent.
+FINISH, VISIBLE, TICK, RESUME, SERVE, SERVE_ALL, POLL_END, ANSWER = range(8)
+#: A job's message: not visible (not sent yet, deferred, or retrying); visible; parked;
+#: its job running; final.
+WAITING, VISIBLE_NOW, PARKED, RUNNING, DONE = range(5)
+#: The parent: waiting on its children and the receive, about to run a pass, in a pass.
+IDLE, SCHEDULED, BUSY = range(3)
+#: The receive: none asked; on its way to SQS; long-polling; its answer on its way back;
+#: its answer waiting for the parent; empty polls one after another while the parent
+#: waits with nothing owed (worked out when something happens: ``_unchain``).
+RX_NONE, RX_ASKED, RX_WAIT, RX_BACK, RX_DONE, RX_CHAIN = range(6)
+
+
+class Host:
+    """One parent and its receive: free slots, finished children, hand-offs owed."""
+
+    __slots__ = ("cap_read", "capped", "clock", "done", "free", "index", "owed", "rx",
+                 "rx_end", "rx_result", "rx_token", "rx_want", "stale", "state", "token",
+                 "turn")
+
+    def __init__(self, index: int, slots: int) -> None:
+        self.index = index
+        self.free = list(range(slots - 1, -1, -1))
+        self.done: list[tuple[int, int, bool]] = []
+        self.state = IDLE
+        self.token = 0
+        #: The parent's own time: busy with AWS calls until then.
+        self.clock = 0.0
+        #: tenant -> until when this host takes it to be at its cap without asking.
+        self.capped: dict[str, float] = {}
+        #: The pass in progress (a generator), while the parent waits on AWS.
+        self.turn = None
+        #: tenant -> hand-offs owed to it (``Dispatcher._owed``), oldest tenant first.
+        self.owed: dict[str, int] = {}
+        #: tenant -> when this host last read its cap (``TenantStore.cap_for``'s cache).
+        self.cap_read: dict[str, float] = {}
+        #: ``_Fleet.shown`` when asking again could bring nothing new (-1: it could).
+        self.stale = -1
+        self.rx = RX_NONE
+        self.rx_token = 0
+        self.rx_want = 0
+        self.rx_end = 0.0
+        self.rx_result: list[int] = []
+
