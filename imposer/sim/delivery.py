@@ -95,6 +95,7 @@ class Delivery:
         """``Receiver.ask``: one receive for as many messages as slots are free."""
         host.rx_token += 1
         host.rx, host.rx_want = RX_ASKED, min(len(host.free), RECEIVE_MAX)
+        host.rx_short = bool(host.owed)  # owing a hand-off, it asks without a long poll
         self.counts["receives"] += 1
         self.counts["calls"] += CALLS["receive"]
         self._push(host.clock + self.policy.receive_seconds / 2, SERVE, host.index,
@@ -103,14 +104,16 @@ class Delivery:
     def _serve(self, host: Host, now: float) -> None:
         """SQS has the receive: take what is visible, else long-poll for it.
 
-        Without a long poll (``poll_seconds`` 0) the worker asks again at once
-        for as long as nothing comes, which is a poll without end: the
-        receive waits for a message here too, and comes back empty only for
-        a parent that owes a hand-off (the empty receive pays it).
+        A receive asked while the parent owed a hand-off does not wait: it
+        comes back empty at once and the parent pays what it owes. Without a
+        long poll (``poll_seconds`` 0) the worker asks again at once for as
+        long as nothing comes, which is a poll without end: the receive waits
+        for a message here too, and comes back empty only for a parent that
+        owes a hand-off.
         """
         batch = self._take(host.rx_want)
         poll = self.policy.poll_seconds
-        if batch or (poll <= 0 and host.owed):
+        if batch or host.rx_short or (poll <= 0 and host.owed):
             self._answer(host, now, batch)
         else:
             host.rx = RX_WAIT

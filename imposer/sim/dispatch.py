@@ -25,13 +25,17 @@ class Dispatch:
         """One acquire's calls: the tenant's cap (unless this host read it lately), the
         transaction (none for a paused tenant); yields until the transaction commits."""
         calls = CALLS["acquire"] if self.cap[tenant] > 0 else 0
+        self._spend(host, calls + self._cap_calls(host, tenant))
+        if self._behind(host):
+            yield
+
+    def _cap_calls(self, host: Host, tenant: str) -> int:
+        """The read of the tenant's cap, unless this host read it lately (its cache)."""
         read = host.cap_read.get(tenant)
         if read is None or host.clock - read >= self.policy.cap_cache_seconds:
             host.cap_read[tenant] = host.clock
-            calls += CALLS["cap"]
-        self._spend(host, calls)
-        if self._behind(host):
-            yield
+            return CALLS["cap"]
+        return 0
 
     def _dispatch(self, host: Host, batch: list[int]):
         """``take_batch``: start, park, defer or lend; True if a message started or went away."""

@@ -21,10 +21,11 @@ class HandOffs:
     """
 
     def _wake(self, host: Host, tenant: str):
-        """``Dispatcher.wake``: one parked job of the tenant takes the freed slot, or is owed it."""
+        """``Dispatcher.promise_slot`` and ``wake``: one parked job of the tenant takes the
+        freed slot, started by the release's own transaction, or is owed it."""
         host.capped.pop(tenant, None)
         if rules.may_hand_off(len(host.free)):
-            yield from self._hand_off(host, tenant)
+            yield from self._hand_off(host, tenant, with_release=True)
         else:
             host.owed[tenant] = min(self.policy.slots, host.owed.get(tenant, 0) + 1)
             self.counts["owed"] += 1
@@ -33,7 +34,11 @@ class HandOffs:
         """``Dispatcher.wake_idle``: the receive came back empty; pay what is owed, oldest first."""
         owed = host.owed
         for tenant in list(owed):
-            while owed.get(tenant) and rules.may_hand_off(len(host.free), queue_empty=True):
+            while owed.get(tenant):
+                if not rules.may_hand_off(len(host.free), queue_empty=True):
+                    if host.free:  # the rule says no even now: nothing to wait for
+                        owed.pop(tenant, None)
+                    break
                 owed[tenant] -= 1
                 started = yield from self._hand_off(host, tenant)
                 if not started:
@@ -44,12 +49,19 @@ class HandOffs:
     def _live(self, note: tuple[float, int, int, int]) -> bool:
         return self.version[note[3]] == note[2] and self.state[note[3]] == PARKED
 
-    def _hand_off(self, host: Host, tenant: str):
-        """``Dispatcher._hand_off``: read the tenant's oldest notes, start the first still
-        parked in a free slot, inside the acquire; True if one started."""
-        self._spend(host, CALLS["notes"])
-        if self._behind(host):
-            yield
+    def _hand_off(self, host: Host, tenant: str, with_release: bool = False):
+        """``Dispatcher._hand_off``: read the tenant's oldest notes (a Query, unless notes
+        of the last one are left), start the first still parked in a free slot, inside
+        the acquire, or inside the release that freed it (no call of its own); True if
+        one started."""
+        calls = self._cap_calls(host, tenant) if with_release else 0  # (``promise_slot``'s)
+        cached = host.notes_left.get(tenant, 0) > 0
+        if not cached:
+            calls += CALLS["notes"]
+        if calls:
+            self._spend(host, calls)
+            if self._behind(host):
+                yield
         notes = self.notes.get(tenant)
         read = []
         while notes and len(read) < NOTES_READ:
@@ -58,8 +70,13 @@ class HandOffs:
                 read.append(note)
         for note in read:
             heapq.heappush(notes, note)
+        # the worker tries the notes one Query read before it reads again
+        host.notes_left[tenant] = host.notes_left[tenant] - 1 if cached else len(read) - 1
         for note in read:
-            yield from self._acquire(host, tenant)
+            if with_release:
+                with_release = False  # (the release's transaction is counted with the settle)
+            else:
+                yield from self._acquire(host, tenant)
             if not self._live(note):
                 continue  # another host took it meanwhile: the next one
             if not rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):

@@ -11,9 +11,11 @@ CALLS = {
     "receive": 1,             # ReceiveMessage (the receiver thread's, beside the parent)
     "cap": 1,                 # the tenant's cap (GetItem), once per cap_cache_seconds a host
     "acquire": 1,             # TransactWriteItems (a paused tenant's needs none)
-    "park": 3,                # ChangeMessageVisibility, waiting-table PutItem, job note
+    "park": 1,                # the note and the job's waiting note, one TransactWriteItems
+    #                           (the receive's visibility, the lease TTL, covers the window)
     "defer": 2,               # ChangeMessageVisibility, job note
-    "notes": 1,               # waiting-table Query of the tenant's oldest notes
+    "notes": 1,               # waiting-table Query of the tenant's oldest notes (its notes
+    #                           serve the host's next hand-offs of the tenant too)
     "succeeded": 5,           # release, plate HeadObject + CopyObject + DeleteObject, delete
     "failed": 2,              # release, DeleteMessage
     "retry": 3,               # job GetItem (failures so far), release, visibility
@@ -22,8 +24,8 @@ CALLS = {
 }
 #: How long the dispatcher remembers a tenant at its cap (``Dispatcher._capped``).
 MEMO_SECONDS = 1.0
-#: Notes one waiting-table Query returns (``WaitingStore.oldest``).
-NOTES_READ = 3
+#: Notes one waiting-table Query returns (``imposer.worker.handoff.NOTES_READ``).
+NOTES_READ = 8
 #: Events: a child ends; a message shows (sent, or back after a window); a parent's pass is
 #: due; a pass goes on after its AWS calls; SQS has a receive; the long polls take what
 #: showed; a long poll ends empty; a receive's answer reaches its parent.
@@ -42,9 +44,9 @@ RX_NONE, RX_ASKED, RX_WAIT, RX_BACK, RX_DONE, RX_CHAIN = range(6)
 class Host:
     """One parent and its receive: free slots, finished children, hand-offs owed."""
 
-    __slots__ = ("cap_read", "capped", "clock", "done", "free", "index", "owed", "rx",
-                 "rx_end", "rx_result", "rx_token", "rx_want", "stale", "state", "token",
-                 "turn")
+    __slots__ = ("cap_read", "capped", "clock", "done", "free", "index", "notes_left", "owed",
+                 "rx", "rx_end", "rx_result", "rx_short", "rx_token", "rx_want", "stale",
+                 "state", "token", "turn")
 
     def __init__(self, index: int, slots: int) -> None:
         self.index = index
@@ -69,4 +71,8 @@ class Host:
         self.rx_want = 0
         self.rx_end = 0.0
         self.rx_result: list[int] = []
+        #: The receive asked while a hand-off was owed: it does not wait for messages.
+        self.rx_short = False
+        #: tenant -> notes of this host's last Query of it not yet tried (``HandOff.notes``).
+        self.notes_left: dict[str, int] = {}
 

@@ -212,8 +212,11 @@ class Dispatcher:
         when a capped tenant's parked job takes even the last free slot.
         """
         for tenant in list(self._owed):
-            while self._owed.get(tenant) and policy.may_hand_off(len(free), queue_empty=True) \
-                    and not stopping():
+            while self._owed.get(tenant) and not stopping():
+                if not policy.may_hand_off(len(free), queue_empty=True):
+                    if free:  # the rule says no even now: nothing to wait for
+                        self._owed.pop(tenant, None)
+                    break
                 self._owed[tenant] -= 1
                 if not self._hand_off(tenant, free):
                     self._owed.pop(tenant, None)

@@ -51,18 +51,19 @@ class TestTheCap:
         assert concurrency(s, "a") == 4
         assert all(x == "succeeded" for x in s.status)
 
-    def test_an_owed_hand_off_is_paid_when_the_poll_comes_back_empty(self):
-        """The freed slot is the host's last: the hand-off is owed, and paid by the empty poll.
+    def test_an_owed_hand_off_is_paid_when_the_receive_comes_back_empty(self):
+        """The freed slot is the host's last: the hand-off is owed, and paid by an empty receive.
 
         a's second job is parked at t=0; b's long job takes the other slot at
         t=1. When a's first job ends at t=10 only its slot is free, so it is
         kept for the queue and a is owed a hand-off; the parent asks the queue
-        for that slot, the 4 s long poll finds nothing and comes back at t=14,
-        and the empty receive pays the hand-off (not the park window, t=300).
+        for that slot without a long poll (it owes one), the receive finds
+        nothing at once, and pays the hand-off at t=10 (not after the 4 s poll,
+        nor the park window, t=300).
         """
         work = jobs(("a", 0, 10), ("a", 0, 10), ("b", 1, 30))
         s = simulate(work, Policy(slots=2, cap=1, park_seconds=300, poll_seconds=4))
-        assert starts(s) == [0, 14, 1]
+        assert starts(s) == [0, 10, 1]
         assert (s.counts["handed_off"], s.counts["park_expired"]) == (1, 0)
         assert s.counts["owed"] == 2  # a's second job ends at 24 beside b too (nothing parked)
         instant = simulate(work, Policy(slots=2, cap=1, park_seconds=300))
@@ -74,11 +75,12 @@ class TestTheCap:
         As above, with c's job arriving at t=5 while both slots are busy. At
         t=10 a's freed slot is owed to a but the receive brings c's message,
         which starts; a's parked job starts only when a later receive comes
-        back empty: c ends at 20, the poll finds nothing by 24.
+        back empty: c ends at 20, and that receive (asked while a hand-off is
+        owed, so without a long poll) finds nothing at once.
         """
         s = simulate(jobs(("a", 0, 10), ("a", 0, 10), ("b", 1, 30), ("c", 5, 10)),
                      Policy(slots=2, cap=1, park_seconds=300, poll_seconds=4))
-        assert starts(s) == [0, 24, 1, 10]
+        assert starts(s) == [0, 20, 1, 10]
         assert (s.counts["handed_off"], s.counts["park_expired"]) == (1, 0)
 
     def test_perfect_delivery_refills_at_once(self):
@@ -202,25 +204,27 @@ class TestPolicyValues:
 
 class TestTheParentsTime:
     def test_parking_a_backlog_takes_aws_time(self):
-        """0.1 s a call: an acquire is 2 calls with the cap read, 1 within 5 s of it; a park 3.
+        """0.1 s a call: an acquire is 2 calls with the cap read, 1 within 5 s of it; a park 1.
 
         The first job starts when its acquire commits (0.2 s); the second is
-        found at cap (0.3 s) and parked (0.6 s); the memo then parks the next
-        three without asking, one receive each, by 1.5 s. Each settle is five
-        calls and each hand-off a Query and an acquire, its cap read again
-        (the last read is more than 5 s old).
+        found at cap (0.3 s) and parked (0.4 s); the memo then parks the next
+        three without asking, one receive each. Each settle is five calls;
+        its hand-off rides on the release (no acquire of its own) but reads
+        the cap again (the last read is more than 5 s old), and the first one
+        reads the tenant's notes: that Query serves the next three, and the
+        fifth settle, with none left, reads again and finds none.
         """
         s = simulate(jobs(*[("a", 0, 10) for _ in range(5)]),
                      Policy(slots=2, cap=1, call_seconds=0.1, defer_seconds=30))
         assert s.first_start[0] == pytest.approx(0.2)
-        receives, acquires, parks = 5, 2 + 1, 4 * 3  # the fifth receive finds nothing
-        settles, wakes = 5 * 5, 4 * (1 + 2) + 1  # four hand-offs, then no note left
+        receives, acquires, parks = 5, 2 + 1, 4 * 1  # the fifth receive finds nothing
+        settles, hand_offs = 5 * 5, 5 * 1 + 2  # a cap read each; two note Queries
         assert (s.counts["parked"], s.counts["receives"]) == (4, 5)
-        assert s.counts["calls"] == receives + acquires + parks + settles + wakes
-        # job 0 ends at 10.2; its release (0.1 s), the rest of its settle (0.4 s), the
-        # note query (0.1 s) and the hand-off's acquire (0.2 s) come before job 1 starts
-        assert s.first_start[1] == pytest.approx(10.2 + 0.1 + 0.4 + 0.1 + 0.2)
-        assert s.first_start[4] == pytest.approx(10.2 + 4 * 0.8 + 3 * 10)
+        assert s.counts["calls"] == receives + acquires + parks + settles + hand_offs
+        # job 0 ends at 10.2; its release (0.1 s) and the rest of its settle (0.4 s), the
+        # cap read and the note Query (0.2 s) come before job 1 starts, with that release
+        assert s.first_start[1] == pytest.approx(10.2 + 0.1 + 0.4 + 0.2)
+        assert s.first_start[4] == pytest.approx(10.9 + 3 * (10 + 0.6))
 
     def test_the_cap_read_is_cached(self):
         """With the cache off every acquire reads the tenant's cap: one call more each."""
@@ -259,12 +263,13 @@ class TestTheParentsTime:
         Host 1 receives jobs 2 and 3 at t=1 and parks them. Both of host 0's
         jobs end at t=10: the first settled job's slot is handed to job 2
         (two slots free), the second's is the host's last, so it is owed and
-        paid when the 4 s poll comes back empty (t=14). Host 1 settles none
+        paid by the receive asked for it, which does not long-poll while a
+        hand-off is owed (t=10, not after the 4 s poll). Host 1 settles none
         of a's jobs, so it never hands off.
         """
         s = simulate(jobs(*[("a", 0, 10) for _ in range(4)]),
                      Policy(hosts=2, slots=2, cap=2, poll_seconds=4), boot=(0, 1))
-        assert starts(s) == [0, 0, 10, 14]
+        assert starts(s) == [0, 0, 10, 10]
         assert {a.host for a in s.attempts} == {0}
         assert (s.counts["parked"], s.counts["handed_off"]) == (2, 2)
 
