@@ -8,8 +8,8 @@ a Scan. Installed by ``LocalStack``, this keeps the keys of every partition
 (of the table when it has a sort key, and of each global secondary index) in
 moto's sort order, updated after every write moto's backend makes (PutItem,
 UpdateItem and DeleteItem are also what batch writes and transactions use).
-A Query then hands moto only the items its loop would look at: those that
-meet the sort key condition, in the requested direction, after
+A Query then hands moto only the items its loop would look at (``localpage``):
+those that meet the sort key condition, in the requested direction, after
 ExclusiveStartKey, as many as Limit takes, and the one after them (whose
 presence makes moto return LastEvaluatedKey). That costs O(log n + limit),
 as in DynamoDB.
@@ -35,17 +35,10 @@ import inspect
 import threading
 from typing import Any
 
+from imposer.aws.localpage import SCALARS, Unordered, comparable, page
+
 _local = threading.local()
 _STATE = "_imposer_index"
-_SCALARS = ("S", "N", "B")
-#: moto refuses an item whose attributes exceed this many bytes (its LimitedSizeDict).
-_ITEM_MAX = 405_000
-#: moto ends a page before its items pass this many bytes (RESULT_SIZE_LIMIT).
-_PAGE_MAX = 1_000_000
-
-
-class _Unordered(Exception):
-    """A sort key value this index cannot order as moto does (non-scalar, or a new type)."""
 
 
 class _Layout:
@@ -101,13 +94,6 @@ class _Index:
         return clone
 
 
-def _value(value) -> tuple:
-    """A key attribute's value as a tuple that compares as moto compares its DynamoType."""
-    if value.type not in _SCALARS:
-        raise _Unordered(value.type)
-    return value.cast_value, value.type
-
-
 def _signature(table) -> tuple:
     return table.hash_key_attr, table.range_key_attr, tuple(
         (i.name, tuple(tuple(sorted(k.items())) for k in i.schema))
@@ -127,8 +113,8 @@ def _state(table) -> _Index:
 
 
 def _table_key(table, item) -> tuple:
-    key = (_value(item.hash_key),)
-    return key + (_value(item.range_key),) if table.range_key_attr else key
+    key = (comparable(item.hash_key),)
+    return key + (comparable(item.range_key),) if table.range_key_attr else key
 
 
 def _place(table, state: _Index, item) -> None:
@@ -137,17 +123,17 @@ def _place(table, state: _Index, item) -> None:
         if layout.broken or any(a not in item.attrs for a in layout.needs):
             continue
         try:
-            part = _value(item.attrs[layout.part])
-        except _Unordered:
+            part = comparable(item.attrs[layout.part])
+        except Unordered:
             continue  # no Query names a non-scalar partition value: moto would skip the item too
         try:
-            key = tuple(_value(item.attrs[a]) for a in layout.sort)
+            key = tuple(comparable(item.attrs[a]) for a in layout.sort)
             types = tuple(t for _, t in key)
             if layout.types is None:
                 layout.types = types
             elif types != layout.types:
-                raise _Unordered(types)
-        except _Unordered:
+                raise Unordered(types)
+        except Unordered:
             _break(state, layout)
             continue
         pid = (layout.name, part)
@@ -166,7 +152,7 @@ def _break(state: _Index, layout: _Layout) -> None:
 def reindex(table, hash_value, range_value) -> None:
     """Put the item under this key (if any) back in the partitions it belongs to now."""
     state = _state(table)
-    key = (_value(hash_value),) + ((_value(range_value),) if table.range_key_attr else ())
+    key = (comparable(hash_value),) + ((comparable(range_value),) if table.range_key_attr else ())
     for pid, sort_key in state.where.pop(key, ()):
         keys = state.parts.get(pid)
         if keys is None:
@@ -187,7 +173,7 @@ def _keys(table, attrs: dict[str, Any]):
 
     names = (table.hash_key_attr,) + ((table.range_key_attr,) if table.range_key_attr else ())
     if not all(isinstance(attrs.get(n), dict) and len(attrs[n]) == 1
-               and next(iter(attrs[n])) in _SCALARS for n in names):
+               and next(iter(attrs[n])) in SCALARS for n in names):
         return None  # a request moto refused: it changed nothing
     hash_value = DynamoType(attrs[table.hash_key_attr])
     range_value = DynamoType(attrs[table.range_key_attr]) if table.range_key_attr else None
@@ -224,91 +210,6 @@ def _item(table, key: tuple):
     return table.items[typed(key[-2])][typed(key[-1])]
 
 
-def _bounds(keys: list[tuple], op: str, values: list) -> tuple[int, int] | None:
-    """The slice of *keys* whose sort key value (their second) meets ``op values``."""
-    def left(v):
-        return bisect.bisect_left(keys, v, key=_sort_value)
-
-    def right(v):
-        return bisect.bisect_right(keys, v, key=_sort_value)
-
-    if op == "BETWEEN" and len(values) == 2:
-        return left(values[0]), right(values[1])
-    if len(values) != 1:
-        return None
-    v = values[0]
-    if op == "BEGINS_WITH" and isinstance(v, str):
-        # Past the first value >= the prefix, those that start with it come first.
-        start = left(v)
-        return start, bisect.bisect_left(keys, True, lo=start,
-                                         key=lambda k: not k[1][0].startswith(v))
-    return {"=": lambda: (left(v), right(v)), "<": lambda: (0, left(v)),
-            "<=": lambda: (0, right(v)), ">": lambda: (right(v), len(keys)),
-            ">=": lambda: (left(v), len(keys))}.get(op, lambda: None)()
-
-
-def _sort_value(key: tuple):
-    return key[1][0]
-
-
-def _page(table, layout: _Layout, keys: list[tuple], q: dict) -> list[tuple] | None:
-    """The sort keys of the items moto's loop would look at, or None to hand it them all.
-
-    moto walks the sorted partition: it skips items up to ExclusiveStartKey,
-    appends those that meet the sort key condition, and stops at the first
-    item (meeting it or not) once it holds Limit items or the next would pass
-    1 MB, returning LastEvaluatedKey then. Items before the condition's range
-    change nothing; after it, only the next one when Limit is reached.
-    """
-    limit, forward = q.get("limit"), q.get("scan_index_forward") is not False
-    if q.get("filter_kwargs") or (limit is not None and (
-            type(limit) is not int or limit < 1)):
-        return None
-    if not keys:
-        return []
-    lo, hi = 0, len(keys)
-    conditions, op = q.get("range_key_conditions") or [], q.get("range_comparison")
-    if conditions or op:
-        if len(conditions) != 1 or len(layout.needs) != 2 or conditions[0][0] != layout.needs[1]:
-            return None
-        values = q.get("range_objs") or []
-        if any(v.type != layout.types[1] for v in values):
-            return None
-        window = _bounds(keys, op, [v.cast_value for v in values])
-        if window is None:
-            return None
-        lo, hi = window
-    start_key = q.get("exclusive_start_key")
-    if start_key is not None:
-        from moto.dynamodb.models.dynamo_type import DynamoType
-
-        try:
-            after = tuple(_value(DynamoType(start_key[a])) for a in layout.sort)
-        except Exception:  # a start key moto would choke on: let it
-            return None
-        if tuple(t for _, t in after) != layout.types:
-            return None
-        if forward:
-            lo = max(lo, bisect.bisect_right(keys, after))
-        else:
-            hi = min(hi, bisect.bisect_left(keys, after))
-    if lo >= hi:
-        return []
-    if forward:
-        end = hi if limit is None else min(hi, lo + limit)
-        page, rest = keys[lo:end], keys[end:end + 1]
-    else:
-        begin = lo if limit is None else max(lo, hi - limit)
-        page, rest = keys[begin:hi], keys[max(begin - 1, 0):begin]
-    if len(page) == limit:
-        return page + rest
-    # Short of Limit, moto walks on through the items that fail the condition, and any
-    # of them could stop it at 1 MB: only a small enough page is sure it will not.
-    if rest and sum(_item(table, k).size() for k in page) + _ITEM_MAX > _PAGE_MAX:
-        return None
-    return page
-
-
 def _candidates(table, q: dict) -> list | None:
     """The items moto must see to answer Query *q* as it would alone; None for the table."""
     index_name = q.get("index_name")
@@ -322,13 +223,13 @@ def _candidates(table, q: dict) -> list | None:
     layout = state.layouts.get(index_name)
     if layout is None or layout.broken:
         return None
-    value = dict(q.get("hash_key_conditions") or []).get(layout.part) if index_name \
+    wanted = dict(q.get("hash_key_conditions") or []).get(layout.part) if index_name \
         else hash_key
-    if value is None or value.type not in _SCALARS:
+    if wanted is None or wanted.type not in SCALARS:
         return None
-    keys = state.parts.get((index_name, _value(value)), [])
-    page = _page(table, layout, keys, q) if layout.ordered else None
-    return [_item(table, k) for k in (keys if page is None else page)]
+    keys = state.parts.get((index_name, comparable(wanted)), [])
+    cut = page(keys, layout, q, lambda k: _item(table, k).size()) if layout.ordered else None
+    return [_item(table, k) for k in (keys if cut is None else cut)]
 
 
 def _query(table, *args, **kwargs):
