@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Scale benchmark: what each routine read costs with 0, 10,000 and 100,000 finished jobs.
 
-On `imposer local` (moto behind imposer's partition index, so a Query reads
-its partition as in DynamoDB), for each history size: seed N finished job
+On `imposer local` (moto behind imposer's index, so a Query reads only its
+page, as in DynamoDB), for each history size: seed N finished job
 records of 50 tenants over four weeks straight into the jobs table, their
 hourly rollups, and 20 open jobs; then time `why`, `jobs --tenant`, `stats`,
 `capacity`, the borrow view's refresh and a sweep (median of several runs,

@@ -13,9 +13,10 @@ favour of quieter ones; this stack approximates that by ordering visible
 messages by how many messages their group already has in flight (deferred
 messages are in flight too), keeping each group's own order.
 
-And moto answers a Query by filtering the whole table; ``localindex`` makes a
-Query read only its partition, as DynamoDB does, so the stack has DynamoDB's
-cost shape and scale benchmarks measure imposer rather than moto.
+And moto answers a Query by sorting and filtering the whole table;
+``localindex`` makes a Query read only its page, O(log n + limit), as DynamoDB
+does, so the stack has DynamoDB's cost shape and scale benchmarks measure
+imposer rather than moto.
 """
 
 from __future__ import annotations
