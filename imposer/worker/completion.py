@@ -72,6 +72,19 @@ class Completer:
         #: epoch -> the hand-over its release tried, and whether it committed
         self._handovers: dict[str, tuple[Handover, bool]] = {}
 
+    def decide(self, job: Running) -> Running:
+        """Decide the job's fate now, if not yet (``settle`` tries again after an AWS error).
+
+        Called before its slot is promised, so the next job's start is never
+        recorded before this one's end.
+        """
+        if job.status is not None:
+            return job
+        try:
+            return self._decide(job)
+        except BackendError:
+            return job
+
     def handover(self, job: Running) -> tuple[Handover, bool] | None:
         """The hand-over *job*'s settlement tried, and whether it committed (once)."""
         return self._handovers.pop(job.epoch, None)

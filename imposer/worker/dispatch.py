@@ -141,7 +141,7 @@ class Dispatcher:
         """
         if job.handover is not None:
             return Promise.MADE, job
-        if job.released or job.lease.borrowed or stopping() \
+        if job.released or job.status is None or job.lease.borrowed or stopping() \
                 or not policy.may_hand_off(len(self.pool.free())):
             return Promise.NOT_NOW, job
         tenant = job.request.tenant_id

@@ -276,6 +276,7 @@ class Supervisor:
         for job in self.running.settling():
             if force or job.retry_at <= now:
                 with guard(job.request):
+                    job = self.completer.decide(job)  # its end is recorded before any start
                     promise, job = self.dispatch.promise_slot(job, self.drain.is_set)
                     settled = self.completer.settle(job)
                     tried = self.completer.handover(job)
