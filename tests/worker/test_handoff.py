@@ -18,7 +18,8 @@ from imposer.worker.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
 from tests.fixtures.jobs import record_of, request
-from tests.fixtures.workers import FAKE, Worker, layout, submit_jobs, wait_for
+from tests.fixtures.workers import (FAKE, Worker, layout, loop_pass, submit_jobs,
+                                    wait_for)
 
 
 def received(backends, req: JobRequest):
@@ -228,14 +229,9 @@ class TestHandOverWithTheRelease:
         supervisor = Supervisor(backends, Pool(2, s))
         supervisor.pool.start()
 
-        def turn() -> None:
-            supervisor.collect_finished(0.1)
-            supervisor.settle_finished()
-            supervisor.fill_free_slots()
-
         try:
             first, parked = submit_jobs(s, tmp_path, "acme", 2, layout(fake_until=gate_a))
-            wait_for(lambda: (turn(), len(supervisor.running) == 1
+            wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 1
                               and backends.waiting.oldest("acme"))[1], 60,
                      "one job to run and the other to be parked")
             session.CALLS.reset()

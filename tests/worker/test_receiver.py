@@ -11,7 +11,8 @@ from imposer.worker.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
 from tests.fixtures.jobs import record_of
-from tests.fixtures.workers import FAKE, Worker, layout, submit_jobs, wait_for
+from tests.fixtures.workers import (FAKE, Worker, layout, loop_pass, submit_jobs,
+                                    wait_for)
 
 
 class TestLongPollBesideTheLoop:
@@ -61,24 +62,19 @@ class TestLongPollBesideTheLoop:
         supervisor = Supervisor(backends, Pool(2, s))
         supervisor.pool.start()
 
-        def turn() -> None:
-            supervisor.collect_finished(0.1)
-            supervisor.settle_finished()
-            supervisor.fill_free_slots()
-
         try:
             first, parked = submit_jobs(s, tmp_path, "acme", 2, layout(fake_until=gate_a))
-            wait_for(lambda: (turn(), len(supervisor.running) == 1
+            wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 1
                               and backends.waiting.oldest("acme"))[1], 60,
                      "one acme job to run and the other to be parked")
             other = submit_jobs(s, tmp_path, "globex", 1, layout(fake_until=gate_g))[0]
-            wait_for(lambda: (turn(), len(supervisor.running))[1] == 2, 60,
+            wait_for(lambda: (loop_pass(supervisor), len(supervisor.running))[1] == 2, 60,
                      "globex to take the other slot")
             started = {j.request.job_id for j in supervisor.running.snapshot()}
             assert started == {first, other}, "the parked job started before the hand-off"
             waits.clear()
             gate_a.touch()
-            wait_for(lambda: (turn(), parked in {j.request.job_id for j in
+            wait_for(lambda: (loop_pass(supervisor), parked in {j.request.job_id for j in
                                                  supervisor.running.running()})[1], 60,
                      "the parked job to take the freed slot")
             assert waits and waits[0] == 0, f"the receive for the owed slot waited: {waits}"
