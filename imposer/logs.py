@@ -12,6 +12,8 @@ from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
 
+from imposer.errors import BackendError
+
 FIELDS = ("action", "tenant_id", "job_id")
 
 
@@ -56,6 +58,8 @@ class guard:
 
     The lease expires, the sweep reclaims it and the message returns, so a
     bug in handling one message never crashes the parent or loses the job.
+    An AWS error is no bug: it is one warning line (``aws_error``), not a
+    traceback; the paths that can do better than wait catch it themselves.
     """
 
     def __init__(self, request=None) -> None:
@@ -69,7 +73,12 @@ class guard:
             return False
         req = self.request
         tenant, job = (req.tenant_id, req.job_id) if req else (None, None)
-        logging.getLogger("imposer.worker.supervisor").error(
+        log = logging.getLogger("imposer.worker.supervisor")
+        if issubclass(kind, BackendError):  # AWS had a bad moment: expected, no traceback
+            log.warning("AWS error while handling job %s: %s; the next pass or the sweep "
+                        "takes it up", job, exc, extra=extra("aws_error", tenant, job))
+            return True
+        log.error(
             "error while handling job %s; leaving it to the sweep", job,
             exc_info=(kind, exc, tb), extra=extra("handler_error", tenant, job))
         return True

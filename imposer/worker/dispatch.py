@@ -145,10 +145,15 @@ class Dispatcher:
                 or not policy.may_hand_off(len(self.pool.free())):
             return Promise.NOT_NOW, job
         tenant = job.request.tenant_id
-        cap = self.leases.tenants.cap_for(tenant)
+        try:
+            cap = self.leases.tenants.cap_for(tenant)
+            notes, _ = self.handoff.notes(tenant) if cap > 0 else ([], False)
+        except BackendError as exc:  # a plain release follows; the parked job waits its turn
+            logger.warning("no hand-over with the release of %s: %s", job.request.key, exc,
+                           extra=extra("aws_error", tenant, job.request.job_id))
+            return Promise.NOT_NOW, job
         if cap <= 0:
             return Promise.NOT_NOW, job
-        notes, _ = self.handoff.notes(tenant)
         for note in notes:
             if note.visible_at <= self.clock.time():
                 self.handoff.taken(note)  # its message is back in the queue by itself
@@ -229,12 +234,17 @@ class Dispatcher:
         Notes read by an earlier Query are tried first; if every one of them
         was gone, the waiting table is read again.
         """
-        notes, fresh = self.handoff.notes(tenant)
-        if notes and self._take_one(notes, free):
-            return True
-        if fresh or self.handoff.has_notes_read(tenant):
-            return False  # none parked, or one is kept for later (at cap again, AWS failed)
-        notes, _ = self.handoff.notes(tenant, fresh=True)
+        try:
+            notes, fresh = self.handoff.notes(tenant)
+            if notes and self._take_one(notes, free):
+                return True
+            if fresh or self.handoff.has_notes_read(tenant):
+                return False  # none parked, or one is kept for later (at cap again, AWS failed)
+            notes, _ = self.handoff.notes(tenant, fresh=True)
+        except BackendError as exc:  # its parked jobs come back when their window ends
+            logger.warning("could not read the parked jobs of %s: %s", tenant, exc,
+                           extra=extra("aws_error", tenant))
+            return False
         return bool(notes) and self._take_one(notes, free)
 
     def _take_one(self, notes: list[Parked], free: list[int]) -> bool:
@@ -464,8 +474,12 @@ class Dispatcher:
             with guard(request):
                 why_not = self.borrowing.allows(request.tenant_id, len(free))
                 if why_not is None and not stopping():
-                    acq = self.leases.acquire(request, self.settings.host_id, free[0],
-                                              message.sent_at, message.receipt, borrow=True)
+                    try:
+                        acq = self.leases.acquire(request, self.settings.host_id, free[0],
+                                                  message.sent_at, message.receipt, borrow=True)
+                    except BackendError as exc:
+                        self._acquire_failed(request, exc)
+                        continue  # its message comes back when its visibility runs out
                     if acq.verdict == Verdict.ACQUIRED:
                         if self.launch(request, message, free, acq.lease):
                             self.metrics.emit("borrowed", 1, tenant_id=request.tenant_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from imposer.errors import TransientBackendError
 from imposer.logs import guard
 from imposer.models import Received
 from tests.fixtures.jobs import request
@@ -25,6 +26,18 @@ class TestGuard:
         record = caplog.records[-1]
         assert (record.action, record.job_id) == ("handler_error", req.job_id)
         assert "boom" in caplog.text
+
+    def test_an_aws_error_is_one_warning_without_traceback(self, caplog):
+        """An AWS hiccup is expected: a warning naming the job, no handler_error, no traceback."""
+        req = request()
+        logging.getLogger("imposer").propagate = True
+        with caplog.at_level(logging.WARNING, logger="imposer.worker.supervisor"):
+            with guard(req):
+                raise TransientBackendError("read tenants: connection was closed")
+        (record,) = caplog.records
+        assert (record.levelno, record.action, record.job_id) == (
+            logging.WARNING, "aws_error", req.job_id)
+        assert record.exc_info is None and "connection was closed" in record.getMessage()
 
     def test_lets_interrupts_through(self):
         """KeyboardInterrupt and SystemExit are not swallowed."""

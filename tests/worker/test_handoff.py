@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import attrs
@@ -9,6 +10,7 @@ import pytest
 
 from imposer.aws import session
 from imposer.clock import ManualClock
+from imposer.errors import TransientBackendError
 from imposer.models import JobRequest, JobStatus, TenantConfig
 from imposer.state.leases import Verdict
 from imposer.state.waiting import Parked
@@ -242,6 +244,53 @@ class TestHandOverWithTheRelease:
                      "the parked job to start with the release")
             calls = session.CALLS.snapshot()
             assert calls.get("dynamodb.TransactWriteItems") == 1, calls
+            assert record_of(backends, first).status is JobStatus.SUCCEEDED
+            assert record_of(backends, parked).status is JobStatus.RUNNING
+            assert backends.leases.counters()["acme"].inflight == 1
+            assert backends.waiting.oldest("acme") == []
+        finally:
+            gate_a.touch()
+            supervisor.receiver.stop(0)
+            supervisor.pool.stop(timeout=0)
+
+    def test_an_aws_error_before_the_hand_over_leaves_a_plain_release(self, settings, tmp_path,
+                                                                     caplog):
+        """The cap read for the promise fails once: the job still settles by a plain
+        release (no handler_error), and the parked job starts by its own acquire."""
+        gate_a = tmp_path / "gate-a"
+        s = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE),
+                            lease_ttl_seconds=600.0, park_seconds=300.0,
+                            work_dir=str(tmp_path / "work"))
+        backends = connect(s, clock=ManualClock(start=time.time()))
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        supervisor = Supervisor(backends, Pool(2, s))
+        supervisor.pool.start()
+        logging.getLogger("imposer").propagate = True
+        try:
+            first, parked = submit_jobs(s, tmp_path, "acme", 2, layout(fake_until=gate_a))
+            wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 1
+                              and backends.waiting.oldest("acme"))[1], 60,
+                     "one job to run and the other to be parked")
+            cap_for, failed = supervisor.dispatch.leases.tenants.cap_for, []
+
+            def flaky(tenant):
+                if not failed:
+                    failed.append(tenant)
+                    raise TransientBackendError("read tenants: connection was closed")
+                return cap_for(tenant)
+
+            supervisor.dispatch.leases.tenants.cap_for = flaky
+            session.CALLS.reset()
+            gate_a.touch()
+            with caplog.at_level(logging.WARNING, logger="imposer"):
+                wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
+                                  parked in {j.request.job_id
+                                             for j in supervisor.running.running()})[-1], 60,
+                         "the parked job to start after the release")
+            assert failed == ["acme"]
+            actions = [getattr(r, "action", None) for r in caplog.records]
+            assert "handler_error" not in actions and "aws_error" in actions, actions
+            assert session.CALLS.snapshot().get("dynamodb.TransactWriteItems") == 2
             assert record_of(backends, first).status is JobStatus.SUCCEEDED
             assert record_of(backends, parked).status is JobStatus.RUNNING
             assert backends.leases.counters()["acme"].inflight == 1
