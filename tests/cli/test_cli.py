@@ -58,6 +58,7 @@ class TestOperatorViews:
         """`leases --json` lists live leases; `sweep --once` reports what it reclaimed."""
         from imposer.worker.wiring import connect
 
+        settings = settings.evolve(lease_ttl_seconds=3600.0)  # expires only when we say so
         env = env_for(settings)
         backends = connect(settings)  # the subprocesses use the real clock, so do we
         lease = backends.leases.acquire(request(), "host-x", 2).lease

@@ -8,6 +8,9 @@ anything took.
 
 from __future__ import annotations
 
+import time
+
+import attrs
 import pytest
 
 from imposer.models import TenantConfig
@@ -18,16 +21,24 @@ from tests.fixtures.workers import Worker, layout, submit_jobs
 
 
 def run(settings, tmp_path, backends, slots: int, batches) -> tuple[list, Worker]:
-    """Submit *batches* of (tenant, count, seconds) in order, then run one worker dry."""
+    """Submit *batches* of (tenant, count, seconds) in order, then run one worker dry.
+
+    The records' submission times are moved to the worker's start, in their
+    order: every job was in the queue when the worker came up, however slowly
+    a loaded machine submitted them, and the replay must see the same.
+    """
     ids = []
     for tenant, count, seconds in batches:
         ids += submit_jobs(settings, tmp_path, tenant, count, layout(fake_sleep=seconds))
+    boot = time.time()
     worker = Worker(settings, tmp_path, "h1", "--slots", str(slots), "--exit-when-idle")
     try:
         assert worker.wait(180) == 0, worker.tail()
     finally:
         worker.close()
-    return [record_of(backends, j) for j in ids], worker
+    records = sorted((record_of(backends, j) for j in ids), key=lambda r: r.submitted_at)
+    assert records[-1].submitted_at < boot
+    return [attrs.evolve(r, submitted_at=boot + i / 1000) for i, r in enumerate(records)], worker
 
 
 def replay(records, settings, slots: int, caps: dict):
