@@ -1,18 +1,16 @@
 """Turn received messages into running jobs: parse, lease, launch, park, defer or borrow.
 
 A message at its tenant's cap is parked (``handoff``), never dropped; when a
-job of that tenant ends here, its slot goes at once to the tenant's oldest
-parked job, whichever host parked it.
+job of that tenant ends here, ``refill`` gives its slot at once to the
+tenant's oldest parked job, whichever host parked it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
 from typing import Callable, Iterator
 
-import attrs
 
 from imposer.aws.s3 import Storage
 from imposer.clock import Clock
@@ -31,13 +29,11 @@ from imposer.models import (
 )
 from imposer.settings import Settings
 from imposer.state.jobs import JobStore
-from imposer.state.leases import Acquisition, LeaseStore, Successor, Verdict
-from imposer.state.waiting import Parked
-from imposer.worker import policy
+from imposer.state.leases import Acquisition, LeaseStore, Verdict
 from imposer.worker import sweep as sweeping
 from imposer.worker.borrowing import BorrowPolicy
 from imposer.worker.contention import ContentionMeter
-from imposer.worker.handoff import HandOff, Handover
+from imposer.worker.handoff import HandOff
 from imposer.worker.messages import Messages
 from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.pool import Pool
@@ -45,18 +41,6 @@ from imposer.worker.rollup import RollupRecorder
 from imposer.worker.running import Running, RunningTable
 
 logger = logging.getLogger(__name__)
-
-
-class Promise(enum.Enum):
-    """What ``Dispatcher.promise_slot`` did with a settling job's slot."""
-
-    #: Promised to the tenant's oldest parked job: its release starts that job.
-    MADE = "made"
-    #: The tenant has nothing parked: no hand-off to try after the release either.
-    NOTHING_PARKED = "nothing parked"
-    #: No promise may be made now (the hand-off rule, a borrowed slot, stopping):
-    #: the release is a plain one and ``wake`` decides after it.
-    NOT_NOW = "not now"
 
 
 #: Times handling one message may raise (a bug, not AWS) before it is dead-lettered.
@@ -84,8 +68,6 @@ class Dispatcher:
         self._candidates: list[tuple[JobRequest, Received, int]] = []
         #: tenant -> (monotonic time until which it is known to be at cap, its cap)
         self._capped: dict[str, tuple[float, int]] = {}
-        #: tenant -> hand-offs owed to it: its jobs settled here while no slot could be given
-        self._owed: dict[str, int] = {}
         #: message id -> times handling it raised on this host (bounded)
         self._failures: dict[str, int] = {}
 
@@ -105,210 +87,23 @@ class Dispatcher:
         #: True when every message of the batch belonged to a paused tenant (cap 0).
         self.last_batch_parked = bool(messages) and self._parked == len(messages)
 
-    def wake(self, tenant: str, free: list[int], stopping: Callable[[], bool]) -> None:
-        """A job of *tenant* was settled here: give its slot to the tenant's oldest parked job.
+    def known_capped(self, tenant: str, cap: int) -> None:
+        """*tenant* was found at its cap: take it to be for a second (no transaction)."""
+        self._capped[tenant] = (self.clock.monotonic() + min(1.0, self.settings.defer_seconds),
+                                cap)
 
-        One parked job per settled one, and only while another slot stays
-        free, so a tenant waiting in the queue still finds one on the next
-        receive (quiet tenants first). When no slot may be handed over now,
-        the hand-off is owed: the next receive, which does not wait for
-        messages while one is owed (``owes``), pays it if it finds the queue
-        empty (``wake_idle``), so a capped tenant whose job ended in its
-        host's only free slot loses no more than one receive's round trip.
-        """
+    def known_free(self, tenant: str) -> None:
+        """A slot of *tenant* was freed here: it may be below its cap again."""
         self._capped.pop(tenant, None)
-        if stopping():
-            return
-        if policy.may_hand_off(len(free)):
-            self._hand_off(tenant, free)
-        else:
-            self._owed[tenant] = min(self.settings.slots, self._owed.get(tenant, 0) + 1)
 
-    @property
-    def owes(self) -> bool:
-        """True while a hand-off is owed: the next receive should not wait for messages."""
-        return bool(self._owed)
-
-    def promise_slot(self, job: Running,
-                     stopping: Callable[[], bool]) -> tuple[Promise, Running]:
-        """Before *job* settles: promise its slot to its tenant's oldest parked job.
-
-        Under the same rule as ``wake`` (another slot stays free), the release
-        then starts that job in the same transaction (``LeaseStore.hand_over``):
-        a capped tenant's slot passes to its next job for one call instead of
-        two. A borrowed slot is never promised (it goes back to the pool).
-        Returns what was done, and the job's entry as it now is.
-        """
-        if job.handover is not None:
-            return Promise.MADE, job
-        if job.released or job.status is None or job.lease.borrowed or stopping() \
-                or not policy.may_hand_off(len(self.pool.free())):
-            return Promise.NOT_NOW, job
-        tenant = job.request.tenant_id
-        try:
-            cap = self.leases.tenants.cap_for(tenant)
-            notes, _ = self.handoff.notes(tenant) if cap > 0 else ([], False)
-        except BackendError as exc:  # a plain release follows; the parked job waits its turn
-            logger.warning("no hand-over with the release of %s: %s", job.request.key, exc,
-                           extra=extra("aws_error", tenant, job.request.job_id))
-            return Promise.NOT_NOW, job
-        if cap <= 0:
-            return Promise.NOT_NOW, job
-        for note in notes:
-            if note.visible_at <= self.clock.time():
-                self.handoff.taken(note)  # its message is back in the queue by itself
-                continue
-            if note.job_id == job.request.job_id:
-                continue
-            try:
-                request = self.parse(note.message)
-            except InvalidMessage:
-                self.handoff.waiting.drop(note)
-                self.handoff.taken(note)
-                continue
-            successor = Successor(
-                request=request, sent_at=note.sent_at, cap=cap,
-                lease=self.leases.new_lease(request, self.settings.host_id, job.slot,
-                                            note.receipt),
-                claim=self.handoff.waiting.claim_op(note))
-            promised = Handover(note=note, successor=successor)
-            return Promise.MADE, (self.running.update(job, handover=promised)
-                                  or attrs.evolve(job, handover=promised))
-        self._capped.pop(tenant, None)  # as ``wake`` does: a slot of the tenant is free
-        return Promise.NOTHING_PARKED, job
-
-    def start_handed(self, handover: Handover, slot: int, committed: bool,
-                     stopping: Callable[[], bool]) -> bool:
-        """After the settling job's release: launch the job its slot was handed to.
-
-        False when the hand-over was refused (the note was taken elsewhere, or
-        the tenant is over a lowered cap): the slot is then free as after any
-        release. A handed job the worker cannot launch now (it is stopping, or
-        its message is gone) has its lease given back.
-        """
-        note, successor = handover.note, handover.successor
-        self.handoff.taken(note)
-        if not committed:
-            return False
-        request, lease, message = successor.request, successor.lease, note.message
-        self.received_at = self.clock.monotonic()
-        with guard(request):
-            free = self.pool.free()
-            if slot in free:
-                free = [slot]
-            if stopping() or not free:
-                self._unwind(lease, "the worker is stopping" if stopping() else "no free slot")
-                self.messages.give_back(message)
-                return True
-            if self.messages.due(message):
-                held = self.messages.hold(message)
-                if held is None:
-                    self._unwind(lease, "its parked message is gone")
-                    return True
-                message = held
-            if self.launch(request, message, free, lease):
-                self.metrics.emit("handed_off", 1, tenant_id=request.tenant_id)
-        return True
-
-    def wake_idle(self, free: list[int], stopping: Callable[[], bool]) -> None:
-        """The queue had nothing for the free slots: pay the hand-offs owed, oldest first.
-
-        Nothing waits in the queue, so no tenant below its cap is passed over
-        when a capped tenant's parked job takes even the last free slot.
-        """
-        for tenant in list(self._owed):
-            while self._owed.get(tenant) and not stopping():
-                if not policy.may_hand_off(len(free), queue_empty=True):
-                    if free:  # the rule says no even now: nothing to wait for
-                        self._owed.pop(tenant, None)
-                    break
-                self._owed[tenant] -= 1
-                if not self._hand_off(tenant, free):
-                    self._owed.pop(tenant, None)
-            if not self._owed.get(tenant):
-                self._owed.pop(tenant, None)
-
-    def _hand_off(self, tenant: str, free: list[int]) -> bool:
-        """Start the tenant's oldest parked job in ``free[0]``; False if none was started.
-
-        Notes read by an earlier Query are tried first; if every one of them
-        was gone, the waiting table is read again.
-        """
-        try:
-            notes, fresh = self.handoff.notes(tenant)
-            if notes and self._take_one(notes, free):
-                return True
-            if fresh or self.handoff.has_notes_read(tenant):
-                return False  # none parked, or one is kept for later (at cap again, AWS failed)
-            notes, _ = self.handoff.notes(tenant, fresh=True)
-        except BackendError as exc:  # its parked jobs come back when their window ends
-            logger.warning("could not read the parked jobs of %s: %s", tenant, exc,
-                           extra=extra("aws_error", tenant))
-            return False
-        return bool(notes) and self._take_one(notes, free)
-
-    def _take_one(self, notes: list[Parked], free: list[int]) -> bool:
-        """Start the first of *notes* that is still parked; False if none was started.
-
-        A note whose message is invalid, or whose job already runs or ended,
-        is dropped; one another host took meanwhile, or whose message is
-        visible again (it will be received and parked anew), is skipped.
-        """
-        for note in notes:
-            if note.visible_at <= self.clock.time():
-                self.handoff.taken(note)  # its message is back in the queue by itself
-                continue
-            message = note.message
-            try:
-                request = self.parse(message)
-            except InvalidMessage:
-                self.handoff.waiting.drop(note)
-                self.handoff.taken(note)
-                continue
-            self.received_at = self.clock.monotonic()
-            with guard(request):
-                try:
-                    acq = self.leases.acquire(request, self.settings.host_id, free[0],
-                                              message.sent_at, message.receipt,
-                                              also=[self.handoff.waiting.claim_op(note)])
-                except BackendError as exc:
-                    self._acquire_failed(request, exc)
-                    return False  # the note stays; its message returns when its window ends
-                if acq.verdict == Verdict.ACQUIRED:
-                    self.handoff.taken(note)
-                    if self.messages.due(message):
-                        held = self.messages.hold(message)
-                        if held is None:
-                            self._unwind(acq.lease, "its parked message is gone")
-                            return False
-                        message = held
-                    if not self.launch(request, message, free, acq.lease):
-                        return False
-                    self.metrics.emit("handed_off", 1, tenant_id=request.tenant_id)
-                    return True
-                if acq.verdict == Verdict.AT_CAP:
-                    self._capped[request.tenant_id] = (
-                        self.clock.monotonic() + min(1.0, self.settings.defer_seconds), acq.cap)
-                    return False
-                if acq.verdict == Verdict.DONE:
-                    self.handoff.waiting.drop(note)
-                    self.handoff.taken(note)
-                    self.finish_duplicate(request, message, acq)
-                elif acq.verdict in (Verdict.RUNNING, Verdict.STALE):
-                    self.handoff.waiting.drop(note)
-                    self.handoff.taken(note)
-                elif acq.verdict == Verdict.CLAIMED:
-                    self.handoff.taken(note)  # another host took it, or it was parked anew
-        return False
-
-    def _acquire_failed(self, request: JobRequest, exc: BackendError) -> None:
+    def acquire_failed(self, request: JobRequest, exc: BackendError) -> None:
         """An acquire's reply was lost or refused: undo a lease it may have committed."""
         logger.warning("could not take job %s: %s; it will come back", request.key, exc,
                        extra=extra("acquire_error", request.tenant_id, request.job_id))
         if isinstance(exc, AcquireUncertain):
-            self._unwind(exc.lease, "its acquire's reply was lost")
+            self.unwind(exc.lease, "its acquire's reply was lost")
 
-    def _unwind(self, lease: Lease, why: str) -> None:
+    def unwind(self, lease: Lease, why: str) -> None:
         """Release a lease we hold but will not run under, so no slot leaks until its TTL."""
         try:
             self.leases.release(lease, JobStatus.QUEUED, wait_reason=f"not started: {why}")
@@ -370,7 +165,7 @@ class Dispatcher:
         try:
             return self.start(request, message, slot)
         except BackendError as exc:
-            self._acquire_failed(request, exc)
+            self.acquire_failed(request, exc)
             try:
                 self.messages.defer(request, message)
             except BackendError:
@@ -426,7 +221,7 @@ class Dispatcher:
             acq = self.leases.acquire(request, self.settings.host_id, slot, message.sent_at,
                                       message.receipt)
             if acq.verdict == Verdict.AT_CAP:
-                self._capped[tenant] = (now + min(1.0, self.settings.defer_seconds), acq.cap)
+                self.known_capped(tenant, acq.cap)
         if acq.verdict == Verdict.ACQUIRED:
             return self.launch(request, message, [slot], acq.lease)
         if acq.verdict == Verdict.AT_CAP:
@@ -478,7 +273,7 @@ class Dispatcher:
                         acq = self.leases.acquire(request, self.settings.host_id, free[0],
                                                   message.sent_at, message.receipt, borrow=True)
                     except BackendError as exc:
-                        self._acquire_failed(request, exc)
+                        self.acquire_failed(request, exc)
                         continue  # its message comes back when its visibility runs out
                     if acq.verdict == Verdict.ACQUIRED:
                         if self.launch(request, message, free, acq.lease):
@@ -503,7 +298,7 @@ class Dispatcher:
                 logger.warning("job %s: lease nearly expired by a slow acquire and not renewed "
                                "(%s); not starting it", request.key, exc,
                                extra=extra("acquire_slow", request.tenant_id, request.job_id))
-                self._unwind(lease, "its acquire was too slow")
+                self.unwind(lease, "its acquire was too slow")
                 return False
         slot = free.pop(0)
         wait = max(0.0, lease.acquired_at - (request.submitted_at or message.sent_at))

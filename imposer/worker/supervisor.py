@@ -28,7 +28,7 @@ from imposer.worker import sweep as sweeping
 from imposer.worker.borrowing import BorrowPolicy
 from imposer.worker.completion import Completer, Settled
 from imposer.worker.contention import ContentionMeter
-from imposer.worker.dispatch import Dispatcher, Promise
+from imposer.worker.dispatch import Dispatcher
 from imposer.worker.handoff import HandOff
 from imposer.worker.heartbeat import LeaseRenewer, MessageHolder
 from imposer.worker.messages import Messages
@@ -36,6 +36,7 @@ from imposer.worker.outbox import OutboxSender, parse_schedule
 from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.pool import Pool
 from imposer.worker.receiver import Receiver
+from imposer.worker.refill import Promise, Refiller
 from imposer.worker.rollup import RollupRecorder
 from imposer.worker.running import RunningTable
 from imposer.worker.threads import Periodic
@@ -88,8 +89,12 @@ class Supervisor:
         self.handoff = HandOff(s, backends.waiting, self.messages, self.clock)
         self.dispatch = Dispatcher(
             s, leases=self.leases, jobs=backends.jobs, storage=storage, messages=self.messages,
-            handoff=self.handoff, metrics=self.metrics, rollups=self.rollups, pool=self.pool, running=self.running,
-            contention=self.contention, borrowing=self.borrowing, overrun=self.overrun,
+            handoff=self.handoff, metrics=self.metrics, rollups=self.rollups, pool=self.pool,
+            running=self.running, contention=self.contention, borrowing=self.borrowing,
+            overrun=self.overrun, clock=self.clock)
+        self.refill = Refiller(
+            s, dispatch=self.dispatch, leases=self.leases, handoff=self.handoff,
+            messages=self.messages, metrics=self.metrics, pool=self.pool, running=self.running,
             clock=self.clock)
         self.completer = Completer(
             s, table=self.running, leases=self.leases, jobs=backends.jobs,
@@ -277,19 +282,19 @@ class Supervisor:
             if force or job.retry_at <= now:
                 with guard(job.request):
                     job = self.completer.decide(job)  # its end is recorded before any start
-                    promise, job = self.dispatch.promise_slot(job, self.drain.is_set)
+                    promise, job = self.refill.promise_slot(job, self.drain.is_set)
                     settled = self.completer.settle(job)
                     tried = self.completer.handover(job)
                     if tried is not None:
                         handover, committed = tried
-                        if self.dispatch.start_handed(handover, job.slot, committed,
+                        if self.refill.start_handed(handover, job.slot, committed,
                                                       self.drain.is_set):
                             continue  # the slot went to the tenant's next job with the release
                     if settled is Settled.DONE and promise is not Promise.NOTHING_PARKED:
                         freed.append(job.request.tenant_id)
         for tenant in freed:
             with guard(None):
-                self.dispatch.wake(tenant, self.pool.free(), self.drain.is_set)
+                self.refill.wake(tenant, self.pool.free(), self.drain.is_set)
 
     def check_health(self) -> None:
         """Stop the worker if a background thread is gone: never run unsupervised."""
@@ -358,7 +363,7 @@ class Supervisor:
             self.dispatch.take_batch(messages, free, self.drain.is_set)
             self._empty_poll = not messages or self.dispatch.last_batch_parked
             if not messages and free:
-                self.dispatch.wake_idle(free, self.drain.is_set)
+                self.refill.wake_idle(free, self.drain.is_set)
         free = self.pool.free()
         if not free or now < self._receive_paused_until or self.receiver.busy:
             return
@@ -366,7 +371,7 @@ class Supervisor:
         if self.max_jobs is not None:
             want = min(want, self.max_jobs - self.dispatch.started)
         if want > 0:  # a hand-off owed is paid by an empty receive: no need to wait for one
-            self.receiver.ask(want, poll=not self.dispatch.owes)
+            self.receiver.ask(want, poll=not self.refill.owes)
 
     def give_back_received(self) -> None:
         """Draining: what a receive still in flight brings goes straight back to the queue."""

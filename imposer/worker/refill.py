@@ -1,0 +1,254 @@
+"""Refill a capped tenant's freed slot from its parked jobs, on any host, at once.
+
+Three ways, cheapest first: the settling job's release itself starts the
+tenant's oldest parked job (a promise, ``LeaseStore.hand_over``); failing
+that, ``wake`` hands the slot over right after the release; and when no slot
+may be handed over now, the hand-off is owed and paid by the next receive
+that finds the queue empty. Each obeys ``policy.may_hand_off``: another slot
+stays free for a tenant waiting in the queue, so quiet tenants still come first.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from typing import Callable
+
+import attrs
+
+from imposer.clock import Clock
+from imposer.errors import BackendError, InvalidMessage
+from imposer.logs import extra, guard
+from imposer.metrics import Metrics
+from imposer.settings import Settings
+from imposer.state.leases import LeaseStore, Successor, Verdict
+from imposer.state.waiting import Parked
+from imposer.worker import policy
+from imposer.worker.dispatch import Dispatcher
+from imposer.worker.handoff import HandOff, Handover
+from imposer.worker.messages import Messages
+from imposer.worker.pool import Pool
+from imposer.worker.running import Running, RunningTable
+
+logger = logging.getLogger(__name__)
+
+
+class Promise(enum.Enum):
+    """What ``Dispatcher.promise_slot`` did with a settling job's slot."""
+
+    #: Promised to the tenant's oldest parked job: its release starts that job.
+    MADE = "made"
+    #: The tenant has nothing parked: no hand-off to try after the release either.
+    NOTHING_PARKED = "nothing parked"
+    #: No promise may be made now (the hand-off rule, a borrowed slot, stopping):
+    #: the release is a plain one and ``wake`` decides after it.
+    NOT_NOW = "not now"
+
+
+class Refiller:
+    """Give a freed slot of a capped tenant to the tenant's oldest parked job."""
+
+    def __init__(self, settings: Settings, *, dispatch: Dispatcher, leases: LeaseStore,
+                 handoff: HandOff, messages: Messages, metrics: Metrics, pool: Pool,
+                 running: RunningTable, clock: Clock) -> None:
+        self.settings, self.dispatch, self.leases, self.handoff = (settings, dispatch, leases,
+                                                                   handoff)
+        self.messages, self.metrics, self.pool, self.running = messages, metrics, pool, running
+        self.clock = clock
+        #: tenant -> hand-offs owed to it: its jobs settled here while no slot could be given
+        self._owed: dict[str, int] = {}
+
+    def wake(self, tenant: str, free: list[int], stopping: Callable[[], bool]) -> None:
+        """A job of *tenant* was settled here: give its slot to the tenant's oldest parked job.
+
+        One parked job per settled one, and only while another slot stays
+        free, so a tenant waiting in the queue still finds one on the next
+        receive (quiet tenants first). When no slot may be handed over now,
+        the hand-off is owed: the next receive, which does not wait for
+        messages while one is owed (``owes``), pays it if it finds the queue
+        empty (``wake_idle``), so a capped tenant whose job ended in its
+        host's only free slot loses no more than one receive's round trip.
+        """
+        self.dispatch.known_free(tenant)
+        if stopping():
+            return
+        if policy.may_hand_off(len(free)):
+            self._hand_off(tenant, free)
+        else:
+            self._owed[tenant] = min(self.settings.slots, self._owed.get(tenant, 0) + 1)
+
+    @property
+    def owes(self) -> bool:
+        """True while a hand-off is owed: the next receive should not wait for messages."""
+        return bool(self._owed)
+
+    def promise_slot(self, job: Running,
+                     stopping: Callable[[], bool]) -> tuple[Promise, Running]:
+        """Before *job* settles: promise its slot to its tenant's oldest parked job.
+
+        Under the same rule as ``wake`` (another slot stays free), the release
+        then starts that job in the same transaction (``LeaseStore.hand_over``):
+        a capped tenant's slot passes to its next job for one call instead of
+        two. A borrowed slot is never promised (it goes back to the pool).
+        Returns what was done, and the job's entry as it now is.
+        """
+        if job.handover is not None:
+            return Promise.MADE, job
+        if job.released or job.status is None or job.lease.borrowed or stopping() \
+                or not policy.may_hand_off(len(self.pool.free())):
+            return Promise.NOT_NOW, job
+        tenant = job.request.tenant_id
+        try:
+            cap = self.leases.tenants.cap_for(tenant)
+            notes, _ = self.handoff.notes(tenant) if cap > 0 else ([], False)
+        except BackendError as exc:  # a plain release follows; the parked job waits its turn
+            logger.warning("no hand-over with the release of %s: %s", job.request.key, exc,
+                           extra=extra("aws_error", tenant, job.request.job_id))
+            return Promise.NOT_NOW, job
+        if cap <= 0:
+            return Promise.NOT_NOW, job
+        for note in notes:
+            if note.visible_at <= self.clock.time():
+                self.handoff.taken(note)  # its message is back in the queue by itself
+                continue
+            if note.job_id == job.request.job_id:
+                continue
+            try:
+                request = self.dispatch.parse(note.message)
+            except InvalidMessage:
+                self.handoff.waiting.drop(note)
+                self.handoff.taken(note)
+                continue
+            successor = Successor(
+                request=request, sent_at=note.sent_at, cap=cap,
+                lease=self.leases.new_lease(request, self.settings.host_id, job.slot,
+                                            note.receipt),
+                claim=self.handoff.waiting.claim_op(note))
+            promised = Handover(note=note, successor=successor)
+            return Promise.MADE, (self.running.update(job, handover=promised)
+                                  or attrs.evolve(job, handover=promised))
+        self.dispatch.known_free(tenant)  # as ``wake`` does: a slot of the tenant is free
+        return Promise.NOTHING_PARKED, job
+
+    def start_handed(self, handover: Handover, slot: int, committed: bool,
+                     stopping: Callable[[], bool]) -> bool:
+        """After the settling job's release: launch the job its slot was handed to.
+
+        False when the hand-over was refused (the note was taken elsewhere, or
+        the tenant is over a lowered cap): the slot is then free as after any
+        release. A handed job the worker cannot launch now (it is stopping, or
+        its message is gone) has its lease given back.
+        """
+        note, successor = handover.note, handover.successor
+        self.handoff.taken(note)
+        if not committed:
+            return False
+        request, lease, message = successor.request, successor.lease, note.message
+        self.dispatch.received_at = self.clock.monotonic()
+        with guard(request):
+            free = self.pool.free()
+            if slot in free:
+                free = [slot]
+            if stopping() or not free:
+                self.dispatch.unwind(lease, "the worker is stopping" if stopping() else "no free slot")
+                self.messages.give_back(message)
+                return True
+            if self.messages.due(message):
+                held = self.messages.hold(message)
+                if held is None:
+                    self.dispatch.unwind(lease, "its parked message is gone")
+                    return True
+                message = held
+            if self.dispatch.launch(request, message, free, lease):
+                self.metrics.emit("handed_off", 1, tenant_id=request.tenant_id)
+        return True
+
+    def wake_idle(self, free: list[int], stopping: Callable[[], bool]) -> None:
+        """The queue had nothing for the free slots: pay the hand-offs owed, oldest first.
+
+        Nothing waits in the queue, so no tenant below its cap is passed over
+        when a capped tenant's parked job takes even the last free slot.
+        """
+        for tenant in list(self._owed):
+            while self._owed.get(tenant) and not stopping():
+                if not policy.may_hand_off(len(free), queue_empty=True):
+                    if free:  # the rule says no even now: nothing to wait for
+                        self._owed.pop(tenant, None)
+                    break
+                self._owed[tenant] -= 1
+                if not self._hand_off(tenant, free):
+                    self._owed.pop(tenant, None)
+            if not self._owed.get(tenant):
+                self._owed.pop(tenant, None)
+
+    def _hand_off(self, tenant: str, free: list[int]) -> bool:
+        """Start the tenant's oldest parked job in ``free[0]``; False if none was started.
+
+        Notes read by an earlier Query are tried first; if every one of them
+        was gone, the waiting table is read again.
+        """
+        try:
+            notes, fresh = self.handoff.notes(tenant)
+            if notes and self._take_one(notes, free):
+                return True
+            if fresh or self.handoff.has_notes_read(tenant):
+                return False  # none parked, or one is kept for later (at cap again, AWS failed)
+            notes, _ = self.handoff.notes(tenant, fresh=True)
+        except BackendError as exc:  # its parked jobs come back when their window ends
+            logger.warning("could not read the parked jobs of %s: %s", tenant, exc,
+                           extra=extra("aws_error", tenant))
+            return False
+        return bool(notes) and self._take_one(notes, free)
+
+    def _take_one(self, notes: list[Parked], free: list[int]) -> bool:
+        """Start the first of *notes* that is still parked; False if none was started.
+
+        A note whose message is invalid, or whose job already runs or ended,
+        is dropped; one another host took meanwhile, or whose message is
+        visible again (it will be received and parked anew), is skipped.
+        """
+        for note in notes:
+            if note.visible_at <= self.clock.time():
+                self.handoff.taken(note)  # its message is back in the queue by itself
+                continue
+            message = note.message
+            try:
+                request = self.dispatch.parse(message)
+            except InvalidMessage:
+                self.handoff.waiting.drop(note)
+                self.handoff.taken(note)
+                continue
+            self.dispatch.received_at = self.clock.monotonic()
+            with guard(request):
+                try:
+                    acq = self.leases.acquire(request, self.settings.host_id, free[0],
+                                              message.sent_at, message.receipt,
+                                              also=[self.handoff.waiting.claim_op(note)])
+                except BackendError as exc:
+                    self.dispatch.acquire_failed(request, exc)
+                    return False  # the note stays; its message returns when its window ends
+                if acq.verdict == Verdict.ACQUIRED:
+                    self.handoff.taken(note)
+                    if self.messages.due(message):
+                        held = self.messages.hold(message)
+                        if held is None:
+                            self.dispatch.unwind(acq.lease, "its parked message is gone")
+                            return False
+                        message = held
+                    if not self.dispatch.launch(request, message, free, acq.lease):
+                        return False
+                    self.metrics.emit("handed_off", 1, tenant_id=request.tenant_id)
+                    return True
+                if acq.verdict == Verdict.AT_CAP:
+                    self.dispatch.known_capped(request.tenant_id, acq.cap)
+                    return False
+                if acq.verdict == Verdict.DONE:
+                    self.handoff.waiting.drop(note)
+                    self.handoff.taken(note)
+                    self.dispatch.finish_duplicate(request, message, acq)
+                elif acq.verdict in (Verdict.RUNNING, Verdict.STALE):
+                    self.handoff.waiting.drop(note)
+                    self.handoff.taken(note)
+                elif acq.verdict == Verdict.CLAIMED:
+                    self.handoff.taken(note)  # another host took it, or it was parked anew
+        return False
