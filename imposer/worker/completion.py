@@ -112,6 +112,28 @@ class Completer:
         self.table.remove(job)
         return Settled.DONE
 
+    def hand_back(self, job: Running) -> None:
+        """On stop: release an unfinished job as queued, its message visible for others."""
+        self.table.remove(job)
+        req = job.request
+        if job.settling:
+            logger.error("job %s finished but could not be settled before the stop; its lease "
+                         "will be reclaimed and it runs again", req.key,
+                         extra=extra("settle_abandoned", req.tenant_id, req.job_id))
+            return
+        try:
+            self.leases.release(job.lease, JobStatus.QUEUED, wait_reason=(
+                f"worker {self.settings.host_id} stopped before finishing; returned to the queue"))
+        except (LeaseLost, BackendError) as exc:
+            logger.error("could not release %s on stop: %s", req.key, exc,
+                         extra=extra("release_error", req.tenant_id, req.job_id))
+        try:
+            self.messages.give_back(job.message)
+        except BackendError:
+            pass  # it comes back when its visibility runs out
+        logger.warning("returned unfinished job %s to the queue", req.key,
+                       extra=extra("job_returned", req.tenant_id, req.job_id))
+
     # -- the steps -------------------------------------------------------------------------
     def _decide(self, job: Running) -> Running:
         """Map the outcome to a status once; a RETRY reads the failures counted so far."""

@@ -11,7 +11,6 @@ import contextlib
 import logging
 from typing import Callable, Iterator
 
-
 from imposer.aws.s3 import Storage
 from imposer.clock import Clock
 from imposer.errors import AcquireUncertain, BackendError, InvalidMessage, LeaseLost

@@ -15,16 +15,16 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from typing import Callable, TypeVar
 
 from imposer.aws import session
 from imposer.aws.s3 import Storage
-from imposer.errors import BackendError, ConfigError, LeaseLost, MissingResource
+from imposer.errors import BackendError, MissingResource
 from imposer.logs import extra, guard
-from imposer.models import Fate, JobStatus, Outcome
+from imposer.models import Fate, Outcome
 from imposer.models.exits import Exit
 from imposer.webhooks.delivery import WebhookSender
 from imposer.worker import sweep as sweeping
+from imposer.worker.boot import Patience, StoppedWhileBooting, check_resources
 from imposer.worker.borrowing import BorrowPolicy
 from imposer.worker.completion import Completer, Settled
 from imposer.worker.contention import ContentionMeter
@@ -43,11 +43,6 @@ from imposer.worker.threads import Periodic
 from imposer.worker.wiring import Backends
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
-
-
-class _StoppedWhileBooting(Exception):
-    """A stop signal came while the boot was still waiting for AWS."""
 
 
 class Supervisor:
@@ -148,13 +143,16 @@ class Supervisor:
         and nothing is held, so there is nothing to hand back.
         """
         self.install_signals()
+        patiently = Patience(self.settings.boot_retry_seconds, self.clock, self.drain,
+                             self.fast)
         try:
-            self.patiently("boot", self.check_resources)
-            orphans = self.patiently("boot", lambda: sweeping.reclaim_host(
+            patiently("boot", lambda: check_resources(self.queue, self.leases.dynamo,
+                                                      self.settings))
+            orphans = patiently("boot", lambda: sweeping.reclaim_host(
                 self.leases, self.metrics, self.settings.host_id, self.messages))
             if self.settings.borrow:
-                self.patiently("borrow view", self.borrowing.refresh)
-        except _StoppedWhileBooting as exc:
+                patiently("borrow view", self.borrowing.refresh)
+        except StoppedWhileBooting as exc:
             logger.info("stopped while booting: %s", exc,
                         extra=extra("stopped", started=0, booted=False))
             return False
@@ -168,39 +166,6 @@ class Supervisor:
             thread.start()
         self.booted.set()
         return True
-
-    def check_resources(self) -> None:
-        """Refuse to start without the queue and every table (`imposer init` makes them)."""
-        self.queue.url()
-        s = self.settings
-        for table in (s.leases_table, s.jobs_table, s.tenants_table, s.outbox_table,
-                      s.rollups_table, s.waiting_table):
-            if not self.leases.dynamo.table_exists(table):
-                raise MissingResource(f"table {table} does not exist (run `imposer init`)")
-
-    def patiently(self, what: str, call: Callable[[], T]) -> T:
-        """Call *call*, retrying AWS errors that may pass until the boot deadline.
-
-        A missing resource or bad credentials is configuration: no retry. A
-        SIGTERM (drain or fast stop) ends the retries: there is nothing to
-        drain yet, so the worker stops cleanly rather than wait for AWS.
-        """
-        deadline = self.clock.monotonic() + self.settings.boot_retry_seconds
-        delay = 0.5
-        while True:
-            try:
-                return call()
-            except (MissingResource, ConfigError):
-                raise
-            except BackendError as exc:
-                if self.drain.is_set() or self.fast.is_set():
-                    raise _StoppedWhileBooting(f"{what}: {exc}") from None
-                if self.clock.monotonic() > deadline:
-                    raise
-                logger.warning("%s: %s; retrying in %.1fs", what, exc, delay,
-                               extra=extra("aws_retry", what=what))
-                self.drain.wait(delay)  # (set by every stop signal, the fast one's too)
-                delay = min(10.0, delay * 2)
 
     # -- signals -------------------------------------------------------------
     def install_signals(self) -> None:
@@ -408,32 +373,10 @@ class Supervisor:
             except BackendError:
                 pass  # it comes back when its visibility runs out
         for job in self.running.snapshot():
-            self.hand_back(job)
+            self.completer.hand_back(job)
         returned = self.dispatch.give_back_parked()
         self.rollups.flush()
         logger.info("stopped (started %s job(s); %s parked message(s) given back)",
                     self.dispatch.started, returned,
                     extra=extra("stopped", started=self.dispatch.started,
                                 aws_calls=session.CALLS.snapshot()))
-
-    def hand_back(self, job) -> None:
-        """Release an unfinished job as queued and make its message visible for others."""
-        self.running.remove(job)
-        req = job.request
-        if job.settling:
-            logger.error("job %s finished but could not be settled before the stop; its lease "
-                         "will be reclaimed and it runs again", req.key,
-                         extra=extra("settle_abandoned", req.tenant_id, req.job_id))
-            return
-        try:
-            self.leases.release(job.lease, JobStatus.QUEUED, wait_reason=(
-                f"worker {self.settings.host_id} stopped before finishing; returned to the queue"))
-        except (LeaseLost, BackendError) as exc:
-            logger.error("could not release %s on stop: %s", req.key, exc,
-                         extra=extra("release_error", req.tenant_id, req.job_id))
-        try:
-            self.messages.give_back(job.message)
-        except BackendError:
-            pass  # it comes back when its visibility runs out
-        logger.warning("returned unfinished job %s to the queue", req.key,
-                       extra=extra("job_returned", req.tenant_id, req.job_id))

@@ -1,0 +1,66 @@
+"""What a worker does before it takes any work: find its resources, riding out AWS.
+
+A host often boots before its network is up, or while AWS has a bad
+moment: the boot retries what may pass until a deadline, and stops cleanly
+at a SIGTERM. A missing table or queue, or bad credentials, is configuration:
+it ends the boot at once with its own exit code.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, TypeVar
+
+from imposer.aws.dynamodb import Dynamo
+from imposer.aws.sqs import JobQueue
+from imposer.clock import Clock
+from imposer.errors import BackendError, ConfigError, MissingResource
+from imposer.logs import extra
+from imposer.settings import Settings
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class StoppedWhileBooting(Exception):
+    """A stop signal came while the boot was still waiting for AWS."""
+
+
+def check_resources(queue: JobQueue, dynamo: Dynamo, s: Settings) -> None:
+    """Refuse to start without the queue and every table (`imposer init` makes them)."""
+    queue.url()
+    for table in (s.leases_table, s.jobs_table, s.tenants_table, s.outbox_table,
+                  s.rollups_table, s.waiting_table):
+        if not dynamo.table_exists(table):
+            raise MissingResource(f"table {table} does not exist (run `imposer init`)")
+
+
+class Patience:
+    """Call a boot step, retrying AWS errors that may pass until the boot deadline.
+
+    Each step has the whole ``boot_retry_seconds``. A SIGTERM (drain or fast stop)
+    ends the retries: there is nothing to drain yet, so the worker stops
+    cleanly rather than wait for AWS.
+    """
+
+    def __init__(self, seconds: float, clock: Clock, drain: threading.Event,
+                 fast: threading.Event) -> None:
+        self.seconds, self.clock, self.drain, self.fast = seconds, clock, drain, fast
+
+    def __call__(self, what: str, call: Callable[[], T]) -> T:
+        deadline, delay = self.clock.monotonic() + self.seconds, 0.5
+        while True:
+            try:
+                return call()
+            except (MissingResource, ConfigError):
+                raise
+            except BackendError as exc:
+                if self.drain.is_set() or self.fast.is_set():
+                    raise StoppedWhileBooting(f"{what}: {exc}") from None
+                if self.clock.monotonic() > deadline:
+                    raise
+                logger.warning("%s: %s; retrying in %.1fs", what, exc, delay,
+                               extra=extra("aws_retry", what=what))
+                self.drain.wait(delay)  # (set by every stop signal, the fast one's too)
+                delay = min(10.0, delay * 2)
