@@ -17,8 +17,7 @@ from typing import Any, Sequence
 
 import attrs
 
-from imposer.aws.dynamodb import Dynamo, TransactionCancelled, op
-from imposer.aws.expressions import Update
+from imposer.aws.dynamodb import Dynamo, TransactionCancelled
 from imposer.aws.tables import TableSpec
 from imposer.clock import Clock, SystemClock
 from imposer.errors import AcquireUncertain, BackendError, LeaseLost, MissingResource
@@ -31,7 +30,8 @@ from imposer.models import (
     TenantCounter,
     counter_key,
 )
-from imposer.state.jobs import JobStore, free_to_start, mark_final, mark_open
+from imposer.state import lease_items
+from imposer.state.jobs import JobStore
 from imposer.state.tenants import TenantStore
 
 logger = logging.getLogger(__name__)
@@ -121,19 +121,8 @@ class LeaseStore:
             return Acquisition(verdict=Verdict.AT_CAP, cap=cap)
         now = self.clock.time()
         lease = self.new_lease(request, host, slot, receipt, borrow)
-        if borrow:
-            counter = op("Update", self.table, {"pk": counter_key(tenant)},
-                         update="SET borrowed = if_not_exists(borrowed, :zero) + :one "
-                                "ADD ver :one",
-                         condition="inflight >= :cap",
-                         values={":zero": 0, ":one": 1, ":cap": cap})
-        else:
-            counter = op("Update", self.table, {"pk": counter_key(tenant)},
-                         update="SET inflight = if_not_exists(inflight, :zero) + :one, "
-                                "tenant_id = :t ADD ver :one",
-                         condition="attribute_not_exists(inflight) OR inflight < :cap",
-                         values={":zero": 0, ":one": 1, ":cap": cap, ":t": tenant})
-        items = [counter, *self._start_items(request, lease, sent_at), *also]
+        items = [lease_items.take(self.table, tenant, cap, borrow),
+                 *lease_items.start(self.table, self.jobs_table, request, lease, sent_at), *also]
         try:
             self.dynamo.transact(items, f"acquire lease for {request.key}")
         except TransactionCancelled as exc:
@@ -151,25 +140,6 @@ class LeaseStore:
         return Lease(tenant_id=request.tenant_id, job_id=request.job_id, host=host, slot=slot,
                      epoch=uuid.uuid4().hex, acquired_at=now, expires_at=now + self.ttl,
                      receipt=receipt, borrowed=borrow)
-
-    def _start_items(self, request: JobRequest, lease: Lease,
-                     sent_at: float | None) -> list[dict[str, Any]]:
-        """The lease's Put and the job record's "running", as of the lease's acquire time."""
-        now = lease.acquired_at
-        submitted = request.submitted_at or sent_at or now
-        job = (mark_open(Update(), request.tenant_id, request.job_id)
-               .set(status=JobStatus.RUNNING.value, host=lease.host, slot=lease.slot,
-                    epoch=lease.epoch, started_at=now, lease_expires_at=lease.expires_at,
-                    token=request.token, output=request.output, webhook=request.webhook,
-                    queue_wait=max(0.0, now - submitted))
-               .set_if_absent(submitted_at=submitted, received_at=now)
-               .remove("wait_reason")
-               .add(attempts=1))
-        return [op("Put", self.table, lease.to_item(), condition="attribute_not_exists(pk)",
-                   return_old=True),
-                op("Update", self.jobs_table, JobStore.key(request.tenant_id, request.job_id),
-                   update=job.expression, condition=free_to_start(job), values=job.values,
-                   names=job.names, return_old=True)]
 
     def _why_not(self, exc: TransactionCancelled, cap: int, now: float) -> Acquisition:
         if len(exc.reasons) < 3:
@@ -219,7 +189,7 @@ class LeaseStore:
         job record, which says whether our own release is what took it.
         """
         items = [*self._release_items(lease, status, failures, fields), *also]
-        items.insert(1, self._decrement(lease))
+        items.insert(1, lease_items.give_back(self.table, lease))
         try:
             self._transact_fenced(items, lease, "release",
                                   token=request_token(lease.epoch, f"release/{status.value}"))
@@ -244,11 +214,9 @@ class LeaseStore:
         is the same request, with one ClientRequestToken.
         """
         items = self._release_items(lease, status, failures, fields)
-        items.insert(1, op("Update", self.table, {"pk": counter_key(lease.tenant_id)},
-                           update="ADD ver :one", condition="inflight <= :cap",
-                           values={":one": 1, ":cap": successor.cap}))
-        items += [*also, *self._start_items(successor.request, successor.lease,
-                                            successor.sent_at), successor.claim]
+        items.insert(1, lease_items.pass_on(self.table, lease.tenant_id, successor.cap))
+        items += [*also, *lease_items.start(self.table, self.jobs_table, successor.request,
+                                       successor.lease, successor.sent_at), successor.claim]
         token = request_token(lease.epoch, f"hand-over/{successor.lease.epoch}/{status.value}")
         try:
             self.dynamo.transact(items, f"hand over lease of {lease.job_id}", token=token)
@@ -267,19 +235,9 @@ class LeaseStore:
 
     def _release_items(self, lease: Lease, status: JobStatus, failures: int,
                        fields: dict[str, Any]) -> list[dict[str, Any]]:
-        """The lease's Delete and the job record's new state, fenced on the lease's epoch."""
-        job = Update().set(status=status.value, **fields).remove("lease_expires_at")
-        if status.final:
-            mark_final(job, fields.get("finished_at") or self.clock.time(),
-                       self.jobs.retention_days)
-        if failures:
-            job.add(failures=failures)
-        job.values[":e"] = lease.epoch
-        return [op("Delete", self.table, {"pk": lease.key},
-                   condition="epoch = :e", values={":e": lease.epoch}),
-                op("Update", self.jobs_table, JobStore.key(lease.tenant_id, lease.job_id),
-                   update=job.expression, condition="epoch = :e", values=job.values,
-                   names=job.names)]
+        finished = fields.get("finished_at") or self.clock.time()
+        return lease_items.end(self.table, self.jobs_table, lease, status, failures, fields,
+                          finished, self.jobs.retention_days)
 
     def released(self, lease: Lease, status: JobStatus) -> bool:
         """Say whether the job record shows *lease*'s own release to *status* committed.
@@ -292,12 +250,6 @@ class LeaseStore:
         record = self.jobs.get(lease.tenant_id, lease.job_id)
         return (record is not None and record.epoch == lease.epoch and record.status == status
                 and (status != JobStatus.SUCCEEDED or record.output_epoch == lease.epoch))
-
-    def _decrement(self, lease: Lease) -> dict[str, Any]:
-        field = "borrowed" if lease.borrowed else "inflight"
-        return op("Update", self.table, {"pk": counter_key(lease.tenant_id)},
-                  update=f"SET {field} = {field} - :one ADD ver :one",
-                  condition=f"{field} >= :one", values={":one": 1})
 
     def _transact_fenced(self, items: list, lease: Lease, what: str,
                          token: str | None = None) -> None:
@@ -329,23 +281,9 @@ class LeaseStore:
 
         Returns False when someone renewed, released or reclaimed it first.
         """
-        if own_host is None:
-            cond, values = "epoch = :e AND expires_at < :now", {":now": self.clock.time()}
-        else:
-            cond, values = "epoch = :e AND #h = :h", {":h": own_host}
-        values[":e"] = lease.epoch
-        job = (mark_open(Update(), lease.tenant_id, lease.job_id)
-               .set(status=JobStatus.QUEUED.value, wait_reason=reason)
-               .remove("lease_expires_at"))
-        job.values[":e"] = lease.epoch
-        items = [
-            op("Delete", self.table, {"pk": lease.key},
-               condition=cond, values=values, names={"#h": "host"} if own_host else None),
-            self._decrement(lease),
-            op("Update", self.jobs_table, JobStore.key(lease.tenant_id, lease.job_id),
-               update=job.expression, condition="attribute_not_exists(job_id) OR epoch = :e",
-               values=job.values, names=job.names),
-        ]
+        items = lease_items.take_back(
+            self.table, self.jobs_table, lease, reason,
+            expired_before=self.clock.time() if own_host is None else None, host=own_host)
         try:
             self._transact_fenced(items, lease, "reclaim")
         except LeaseLost:
