@@ -4,10 +4,10 @@ Each host runs the parent loop of `imposer run` (``Supervisor.run``): settle
 the jobs whose children finished (slot freed; message deleted, retried after
 the backoff or requeued after the deferral); for each settled job, hand its
 slot to its tenant's oldest parked job if another slot stays free, else owe
-the tenant that hand-off (``Dispatcher.wake``); then dispatch what the
+the tenant that hand-off (``Refiller.wake``); then dispatch what the
 receive brought (start, park, defer or lend for each message, as
 ``imposer.worker.dispatch`` does), pay the hand-offs owed if it brought
-nothing (``Dispatcher.wake_idle``), and ask for as many messages as slots
+nothing (``Refiller.wake_idle``), and ask for as many messages as slots
 are free. Every decision is a call into ``imposer.worker.policy``: the cap
 (``may_take_own_slot``), the borrow rule (``why_not_borrow``), the hand-off
 and its owed payment (``may_hand_off``), send order (``oldest_first``),

@@ -1,8 +1,8 @@
 """Hand-offs: a freed slot goes to its tenant's oldest parked job, or is owed to it.
 
-``Dispatcher.wake`` hands the slot over at once if another slot stays free
+``Refiller.wake`` hands the slot over at once if another slot stays free
 (``may_hand_off``), else owes the tenant that hand-off; a receive that comes
-back empty pays what is owed, oldest tenant first (``Dispatcher.wake_idle``).
+back empty pays what is owed, oldest tenant first (``Refiller.wake_idle``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from imposer.worker import policy as rules
 
 
 class HandOffs:
-    """``Dispatcher.wake``, ``wake_idle`` and ``_hand_off``.
+    """``Refiller.wake``, ``wake_idle`` and ``_hand_off``.
 
     Mixed into ``engine._Fleet``: its methods read and move the fleet's state
     (the queue, the counters, the hosts) as the event loop reaches each step.
@@ -31,7 +31,7 @@ class HandOffs:
             self.counts["owed"] += 1
 
     def _wake_idle(self, host: Host):
-        """``Dispatcher.wake_idle``: the receive came back empty; pay what is owed, oldest first."""
+        """``Refiller.wake_idle``: the receive came back empty; pay what is owed, oldest first."""
         owed = host.owed
         for tenant in list(owed):
             while owed.get(tenant):

@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 
 class Promise(enum.Enum):
-    """What ``Dispatcher.promise_slot`` did with a settling job's slot."""
+    """What ``Refiller.promise_slot`` did with a settling job's slot."""
 
     #: Promised to the tenant's oldest parked job: its release starts that job.
     MADE = "made"

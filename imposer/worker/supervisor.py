@@ -238,7 +238,7 @@ class Supervisor:
         """Settle every finished job that is due; then refill freed slots from deferred work.
 
         A job whose slot was promised to its tenant's oldest parked job
-        (``Dispatcher.promise_slot``) starts that job with its release, in
+        (``Refiller.promise_slot``) starts that job with its release, in
         one transaction; the other settlements of the pass come before any
         refill, so a tenant's counter is down before its next job is tried.
         """
