@@ -21,7 +21,7 @@ class HandOffs:
     """
 
     def _wake(self, host: Host, tenant: str):
-        """``Dispatcher.promise_slot`` and ``wake``: one parked job of the tenant takes the
+        """``Refiller.promise_slot`` and ``wake``: one parked job of the tenant takes the
         freed slot, started by the release's own transaction, or is owed it."""
         host.capped.pop(tenant, None)
         if rules.may_hand_off(len(host.free)):
@@ -50,7 +50,7 @@ class HandOffs:
         return self.version[note[3]] == note[2] and self.state[note[3]] == PARKED
 
     def _hand_off(self, host: Host, tenant: str, with_release: bool = False):
-        """``Dispatcher._hand_off``: read the tenant's oldest notes (a Query, unless notes
+        """``Refiller._hand_off``: read the tenant's oldest notes (a Query, unless notes
         of the last one are left), start the first still parked in a free slot, inside
         the acquire, or inside the release that freed it (no call of its own); True if
         one started."""
