@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -217,60 +218,60 @@ class TestHandOffAcrossHosts:
             worker.close()
 
 
+@contextlib.contextmanager
+def one_running_one_parked(settings, tmp_path):
+    """Cap 1 on two slots: acme's first job runs (until the gate is touched), its second
+    is parked. Yields the supervisor, its backends, the gate and the two job ids."""
+    gate = tmp_path / "gate-a"
+    s = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE),
+                        lease_ttl_seconds=600.0, park_seconds=300.0,
+                        work_dir=str(tmp_path / "work"))
+    backends = connect(s, clock=ManualClock(start=time.time()))
+    backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+    supervisor = Supervisor(backends, Pool(2, s))
+    supervisor.pool.start()
+    try:
+        first, parked = submit_jobs(s, tmp_path, "acme", 2, layout(fake_until=gate))
+        wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 1
+                          and backends.waiting.oldest("acme"))[1], 60,
+                 "one job to run and the other to be parked")
+        yield supervisor, backends, gate, first, parked
+    finally:
+        gate.touch()
+        supervisor.receiver.stop(0)
+        supervisor.pool.stop(timeout=0)
+
+
+def settle_until_started(supervisor, job_id: str, what: str) -> None:
+    wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
+                      job_id in {j.request.job_id for j in supervisor.running.running()})[-1],
+             60, what)
+
+
 @pytest.mark.slow
 class TestHandOverWithTheRelease:
     def test_the_release_starts_the_parked_job_in_one_transaction(self, settings, tmp_path):
         """Cap 1, two slots: when the running job ends, one TransactWriteItems ends it and
         starts the parked one (no acquire of its own), and the counter never leaves 1."""
-        gate_a = tmp_path / "gate-a"
-        s = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE),
-                            lease_ttl_seconds=600.0, park_seconds=300.0,
-                            work_dir=str(tmp_path / "work"))
-        backends = connect(s, clock=ManualClock(start=time.time()))
-        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
-        supervisor = Supervisor(backends, Pool(2, s))
-        supervisor.pool.start()
-
-        try:
-            first, parked = submit_jobs(s, tmp_path, "acme", 2, layout(fake_until=gate_a))
-            wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 1
-                              and backends.waiting.oldest("acme"))[1], 60,
-                     "one job to run and the other to be parked")
+        with one_running_one_parked(settings, tmp_path) as (supervisor, backends, gate,
+                                                            first, parked):
             session.CALLS.reset()
-            gate_a.touch()
-            wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
-                              parked in {j.request.job_id
-                                         for j in supervisor.running.running()})[-1], 60,
-                     "the parked job to start with the release")
+            gate.touch()
+            settle_until_started(supervisor, parked, "the parked job to start with the release")
             calls = session.CALLS.snapshot()
             assert calls.get("dynamodb.TransactWriteItems") == 1, calls
             assert record_of(backends, first).status is JobStatus.SUCCEEDED
             assert record_of(backends, parked).status is JobStatus.RUNNING
             assert backends.leases.counters()["acme"].inflight == 1
             assert backends.waiting.oldest("acme") == []
-        finally:
-            gate_a.touch()
-            supervisor.receiver.stop(0)
-            supervisor.pool.stop(timeout=0)
 
     def test_an_aws_error_before_the_hand_over_leaves_a_plain_release(self, settings, tmp_path,
                                                                      caplog):
         """The cap read for the promise fails once: the job still settles by a plain
         release (no handler_error), and the parked job starts by its own acquire."""
-        gate_a = tmp_path / "gate-a"
-        s = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE),
-                            lease_ttl_seconds=600.0, park_seconds=300.0,
-                            work_dir=str(tmp_path / "work"))
-        backends = connect(s, clock=ManualClock(start=time.time()))
-        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
-        supervisor = Supervisor(backends, Pool(2, s))
-        supervisor.pool.start()
         logging.getLogger("imposer").propagate = True
-        try:
-            first, parked = submit_jobs(s, tmp_path, "acme", 2, layout(fake_until=gate_a))
-            wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 1
-                              and backends.waiting.oldest("acme"))[1], 60,
-                     "one job to run and the other to be parked")
+        with one_running_one_parked(settings, tmp_path) as (supervisor, backends, gate,
+                                                            first, parked):
             cap_for, failed = supervisor.dispatch.leases.tenants.cap_for, []
 
             def flaky(tenant):
@@ -281,12 +282,10 @@ class TestHandOverWithTheRelease:
 
             supervisor.dispatch.leases.tenants.cap_for = flaky
             session.CALLS.reset()
-            gate_a.touch()
+            gate.touch()
             with caplog.at_level(logging.WARNING, logger="imposer"):
-                wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
-                                  parked in {j.request.job_id
-                                             for j in supervisor.running.running()})[-1], 60,
-                         "the parked job to start after the release")
+                settle_until_started(supervisor, parked, "the parked job to start after the "
+                                                         "release")
             assert failed == ["acme"]
             actions = [getattr(r, "action", None) for r in caplog.records]
             assert "handler_error" not in actions and "aws_error" in actions, actions
@@ -295,7 +294,3 @@ class TestHandOverWithTheRelease:
             assert record_of(backends, parked).status is JobStatus.RUNNING
             assert backends.leases.counters()["acme"].inflight == 1
             assert backends.waiting.oldest("acme") == []
-        finally:
-            gate_a.touch()
-            supervisor.receiver.stop(0)
-            supervisor.pool.stop(timeout=0)
