@@ -91,6 +91,7 @@ class Dispatch:
         self._push(host.clock + window, VISIBLE, job, self.version[job])
         if cap > 0:
             self.state[job] = PARKED
+            self.parked_by[job] = host.index
             self.counts["parked"] += 1
             heapq.heappush(self.notes.setdefault(tenant, []),
                            (self.jobs[job].arrival, self.seq[job], self.version[job], job))

@@ -126,6 +126,8 @@ class _Fleet(Parent, Dispatch, HandOffs, Delivery):
             self.seq[i] = rank
         self.state = [WAITING] * n
         self.version = [0] * n
+        #: The host that parked each job last (``HandOff._mine``: its own notes come first).
+        self.parked_by = [-1] * n
         self.attempt_no = [0] * n
         self.failures = [0] * n
         self.seen = [False] * n

@@ -51,9 +51,9 @@ class HandOffs:
 
     def _hand_off(self, host: Host, tenant: str, with_release: bool = False):
         """``Refiller._hand_off``: read the tenant's oldest notes (a Query, unless notes
-        of the last one are left), start the first still parked in a free slot, inside
-        the acquire, or inside the release that freed it (no call of its own); True if
-        one started."""
+        of the last one are left), this host's own first, and start the first still
+        parked in a free slot, inside the acquire, or inside the release that freed it
+        (no call of its own); True if one started."""
         calls = self._cap_calls(host, tenant) if with_release else 0  # (``promise_slot``'s)
         cached = host.notes_left.get(tenant, 0) > 0
         if not cached:
@@ -70,6 +70,7 @@ class HandOffs:
                 read.append(note)
         for note in read:
             heapq.heappush(notes, note)
+        read = rules.own_first(read, lambda note: self.parked_by[note[3]] == host.index)
         # the worker tries the notes one Query read before it reads again
         host.notes_left[tenant] = host.notes_left[tenant] - 1 if cached else len(read) - 1
         for note in read:

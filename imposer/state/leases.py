@@ -145,11 +145,13 @@ class LeaseStore:
         if len(exc.reasons) < 3:
             raise BackendError(f"unexpected cancellation: {exc}")
         counter, lease, job = exc.reasons[:3]
+        if any(r.failed for r in exc.reasons[3:]):
+            # the parked note it claims is gone: whoever took it owns the job and its
+            # message, however far the job got (a host whose read of the notes is stale)
+            return Acquisition(verdict=Verdict.CLAIMED, cap=cap)
         if job.failed and job.item and job.item.get("status") in FINAL_STATUSES:
             return Acquisition(verdict=Verdict.DONE, cap=cap, status=job.item["status"],
                                output_epoch=job.item.get("output_epoch"))
-        if any(r.failed for r in exc.reasons[3:]):
-            return Acquisition(verdict=Verdict.CLAIMED, cap=cap)
         if lease.failed:
             holder = Lease.from_item(lease.item) if lease.item else None
             stale = holder is not None and holder.expires_at < now

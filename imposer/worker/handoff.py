@@ -37,6 +37,7 @@ from imposer.models import JobRequest, Received
 from imposer.settings import Settings
 from imposer.state.leases import Successor
 from imposer.state.waiting import Parked, WaitingStore
+from imposer.worker import policy
 from imposer.worker.messages import Messages
 
 logger = logging.getLogger(__name__)
@@ -76,22 +77,34 @@ class HandOff:
         """Make the message wait for a hand-off; False when it was re-published instead.
 
         *also* (the job record's note of why it waits) commits with the note.
+        The note is written before the message's visibility is extended: a
+        host that dies between the two leaves a note whose message shows up
+        again when its receive's visibility ends (and is parked anew), never
+        a message hidden for a park window with nothing saying where it is.
         """
-        visible_at = self.messages.park(request, message, self.settings.park_seconds)
+        visible_at = self.messages.park_until(request, message, self.settings.park_seconds)
         if visible_at is None:
             return False
         note = Parked.of(request, message, visible_at)
         try:
             self.waiting.park(note, also)
-        except BackendError as exc:  # it still comes back when its window ends
+        except BackendError as exc:  # its receive's visibility brings it back soon
             logger.warning("could not note parked job %s: %s", request.key, exc,
                            extra=extra("park_error", request.tenant_id, request.job_id))
             return True
         self._remember(note)
+        try:
+            self.messages.park(message, visible_at)
+        except BackendError as exc:  # it shows up before its note says; received, it is parked anew
+            logger.warning("could not hide parked job %s for its park window: %s", request.key,
+                           exc, extra=extra("park_error", request.tenant_id, request.job_id))
         return True
 
     def notes(self, tenant_id: str, fresh: bool = False) -> tuple[list[Parked], bool]:
-        """The tenant's oldest parked messages, first submitted first; and if just read.
+        """The tenant's oldest parked messages, this host's first; and if just read.
+
+        Within this host's and within the others', first submitted first
+        (``policy.own_first``: hosts handing off at once seldom collide).
 
         One Query reads up to ``NOTES_READ`` notes; the hand-offs after it take
         the next of them (a claim that finds one gone costs what a Query would)
@@ -101,15 +114,23 @@ class HandOff:
         read = self._read.get(tenant_id)
         if not fresh and read and read[1] and now - read[0] < self.settings.park_seconds:
             return list(read[1]), False
-        notes = self.waiting.oldest(tenant_id, NOTES_READ)
+        notes = policy.own_first(self.waiting.oldest(tenant_id, NOTES_READ), self.mine)
         self._read[tenant_id] = (now, notes)
         if len(self._read) > REMEMBERED:
             self._read.pop(next(iter(self._read)))
         return list(notes), True
 
+    def mine(self, note: Parked) -> bool:
+        """True when this host parked *note* (and has not seen it taken)."""
+        return (note.tenant_id, note.order) in self._mine
+
     def has_notes_read(self, tenant_id: str) -> bool:
         """True while notes of the tenant's last Query are left to try."""
         return bool(self._read.get(tenant_id, (0.0, []))[1])
+
+    def forget(self, tenant_id: str) -> None:
+        """Drop what the last Query of the tenant's notes read: the next read is fresh."""
+        self._read.pop(tenant_id, None)
 
     def taken(self, note: Parked) -> None:
         """*note* was claimed (here or elsewhere) or dropped: never try or give it back."""

@@ -65,20 +65,23 @@ class Messages:
         self.queue.change_visibility(message, s.defer_seconds if seconds is None else seconds)
         return True
 
-    def park(self, request: JobRequest, message: Received, seconds: float) -> float | None:
-        """Keep the message invisible for at least *seconds*: when it shows up again.
+    def park_until(self, request: JobRequest, message: Received,
+                   seconds: float) -> float | None:
+        """When a message parked now for at least *seconds* shows up again; None if re-published.
 
-        None when it was re-published instead. A message whose receive made it
-        invisible for long enough already (the receive's visibility is the
-        lease TTL, twice the park window by default) costs no call at all.
+        Nothing is changed yet (``park`` does that, once the note is written):
+        a message whose receive made it invisible for long enough already (the
+        receive's visibility is the lease TTL, twice the park window by
+        default) keeps that visibility and costs no call at all.
         """
         if self._republished(request, message):
             return None
-        now = self.clock.time()
-        if message.visible_until - now >= seconds:
-            return message.visible_until
-        self.queue.change_visibility(message, seconds)
-        return now + seconds
+        return max(message.visible_until, self.clock.time() + seconds)
+
+    def park(self, message: Received, until: float) -> None:
+        """Keep *message* invisible until *until*, unless its receive already does."""
+        if until > message.visible_until:
+            self.queue.change_visibility(message, max(0.0, until - self.clock.time()))
 
     def _republished(self, request: JobRequest, message: Received) -> bool:
         """Re-publish a message SQS would soon drop (age, receive count); True if it was."""

@@ -189,7 +189,7 @@ class Refiller:
         """
         try:
             notes, fresh = self.handoff.notes(tenant)
-            if notes and self._take_one(notes, free):
+            if notes and self._take_one(notes, free, fresh):
                 return True
             if fresh or self.handoff.has_notes_read(tenant):
                 return False  # none parked, or one is kept for later (at cap again, AWS failed)
@@ -198,14 +198,18 @@ class Refiller:
             logger.warning("could not read the parked jobs of %s: %s", tenant, exc,
                            extra=extra("aws_error", tenant))
             return False
-        return bool(notes) and self._take_one(notes, free)
+        return bool(notes) and self._take_one(notes, free, True)
 
-    def _take_one(self, notes: list[Parked], free: list[int]) -> bool:
+    def _take_one(self, notes: list[Parked], free: list[int], fresh: bool) -> bool:
         """Start the first of *notes* that is still parked; False if none was started.
 
         A note whose message is invalid, or whose job already runs or ended,
-        is dropped; one another host took meanwhile, or whose message is
-        visible again (it will be received and parked anew), is skipped.
+        is dropped; one whose message is visible again (it will be received
+        and parked anew) is skipped. One another host took meanwhile is
+        skipped too, but if *notes* came from an earlier Query (not *fresh*)
+        the rest of that read is forgotten: another host is going through the
+        same notes, so the next hand-off reads the live ones instead of paying
+        a refused transaction for each.
         """
         for note in notes:
             if note.visible_at <= self.clock.time():
@@ -251,4 +255,7 @@ class Refiller:
                     self.handoff.taken(note)
                 elif acq.verdict == Verdict.CLAIMED:
                     self.handoff.taken(note)  # another host took it, or it was parked anew
+                    if not fresh:
+                        self.handoff.forget(note.tenant_id)
+                        return False
         return False

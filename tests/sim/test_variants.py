@@ -98,10 +98,20 @@ class TestSharedRules:
         """The module the engine calls is the worker's policy, not a copy."""
         assert engine.rules is rules
 
+    def test_the_order_of_hand_offs_is_the_workers(self, monkeypatch):
+        """Reverse the worker's order of a tenant's parked notes and the parked jobs
+        start in reverse: the simulator hands off in the order ``own_first`` gives."""
+        work = [SimJob(tenant="a", arrival=i, run=10, job_id=f"j{i}") for i in range(4)]
+        policy = Policy(slots=4, cap=1)
+        order = [j for _, j in sorted(zip(simulate(work, policy).first_start, "0123"))]
+        monkeypatch.setattr(rules, "own_first", lambda notes, mine: list(reversed(notes)))
+        reverse = [j for _, j in sorted(zip(simulate(work, policy).first_start, "0123"))]
+        assert order == ["0", "1", "2", "3"] and reverse == ["0", "3", "2", "1"]
+
     @pytest.mark.parametrize("name", ["may_take_own_slot", "why_not_borrow", "may_hand_off",
-                                      "oldest_first", "retry_delay", "is_dead"])
+                                      "own_first", "oldest_first", "retry_delay", "is_dead"])
     def test_every_rule_is_called(self, monkeypatch, name):
-        """Each of the worker's six rules is called by a simulation that needs it."""
+        """Each of the worker's seven rules is called by a simulation that needs it."""
         calls = []
         real = getattr(rules, name)
 

@@ -57,6 +57,22 @@ class TestParking:
         assert backends.waiting.oldest("acme") == []
         assert backends.leases.counters()["acme"].inflight == 1, "the losing claim took no slot"
 
+    def test_a_note_taken_by_a_job_that_ended_is_claimed_not_done(self, backends, settings,
+                                                                   clock):
+        """A host whose read of the notes is stale tries a note another host took and ran
+        to the end: CLAIMED (leave its message alone), not DONE (finish a duplicate)."""
+        handoff = HandOff(settings, backends.waiting,
+                          Messages(backends.queue, settings, clock), clock)
+        req = request()
+        handoff.park(req, received(backends, req))
+        (note,) = backends.waiting.oldest("acme")
+        ran = backends.leases.acquire(req, "h1", 0, also=[backends.waiting.claim_op(note)])
+        backends.leases.release(ran.lease, JobStatus.SUCCEEDED, finished_at=clock.time())
+        stale = backends.leases.acquire(req, "h2", 0, also=[backends.waiting.claim_op(note)])
+        assert (ran.verdict, stale.verdict) == (Verdict.ACQUIRED, Verdict.CLAIMED)
+        assert backends.leases.acquire(req, "h2", 0).verdict == Verdict.DONE, \
+            "without a claim, a finished job is still DONE"
+
     def test_a_park_the_receive_covers_is_one_write(self, backends, settings, clock):
         """Received invisible for longer than the park window: the park is one transaction.
 
@@ -90,6 +106,35 @@ class TestParking:
         assert calls["sqs.ChangeMessageVisibility"] == 1
         (note,) = backends.waiting.oldest("acme")
         assert note.visible_at == clock.time() + settings.park_seconds
+
+    def test_the_note_is_written_before_the_message_is_hidden(self, backends, settings, clock,
+                                                              caplog):
+        """The visibility change comes after the note: if it fails (or the host dies
+        there), the note and the job's record say where the job is, and the message
+        shows up again when its receive's visibility ends, to be parked anew."""
+        handoff = HandOff(settings, backends.waiting,
+                          Messages(backends.queue, settings, clock), clock)
+        req = request()
+        backends.queue.send(req.to_body(), req.tenant_id)
+        (message,) = backends.queue.receive(1, 1, 1)
+        message = attrs.evolve(message, visible_until=clock.time() + 1)
+        noted_first = []
+
+        def change_visibility(msg, seconds):
+            noted_first.append([n.job_id for n in backends.waiting.oldest("acme")])
+            raise TransientBackendError("ChangeMessageVisibility: throttled")
+
+        backends.queue.change_visibility = change_visibility
+        logging.getLogger("imposer").propagate = True
+        with caplog.at_level(logging.WARNING, logger="imposer.worker.handoff"):
+            assert handoff.park(req, message, also=[backends.jobs.waiting_op(
+                req, message.sent_at, "at tenant cap", deferred=True)])
+        assert noted_first == [[req.job_id]]
+        assert [r.action for r in caplog.records] == ["park_error"]
+        assert record_of(backends, req.job_id).wait_reason == "at tenant cap"
+        again = wait_for(lambda: backends.queue.receive(1, 1, 60), 30,
+                         "the message to show up when its receive's visibility ends")
+        assert [m.message_id for m in again] == [message.message_id]
 
     def test_stop_gives_back_only_the_notes_still_parked(self, backends, settings, clock):
         """Of three notes, one taken here and one by another host: one take-back, one Query.
@@ -136,6 +181,18 @@ class TestParking:
         assert handoff.notes("acme")[1], "none left: read again"
         clock.advance(settings.park_seconds)
         assert handoff.notes("acme")[1], "older than a park window: read again"
+
+    def test_a_host_hands_off_its_own_parked_jobs_first(self, backends, settings, clock):
+        """Two hosts park one tenant's jobs in turn: each reads its own notes first, oldest
+        first, then the other's, so hosts handing off at once seldom reach for one note."""
+        hosts = [HandOff(settings, backends.waiting,
+                         Messages(backends.queue, settings, clock), clock) for _ in range(2)]
+        reqs = [attrs.evolve(request(), submitted_at=clock.time() - 10 + i) for i in range(4)]
+        for i, req in enumerate(reqs):
+            assert hosts[i % 2].park(req, received(backends, req))
+        ids = [[n.job_id for n in host.notes("acme")[0]] for host in hosts]
+        assert ids == [[reqs[0].job_id, reqs[2].job_id, reqs[1].job_id, reqs[3].job_id],
+                       [reqs[1].job_id, reqs[3].job_id, reqs[0].job_id, reqs[2].job_id]]
 
     def test_a_reparked_message_replaces_its_stale_note(self, backends, settings, clock):
         """The same job parked again (new receipt) leaves one note, with the new receipt."""
