@@ -150,7 +150,8 @@ class Refiller:
             if slot in free:
                 free = [slot]
             if stopping() or not free:
-                self.dispatch.unwind(lease, "the worker is stopping" if stopping() else "no free slot")
+                self.dispatch.unwind(lease, "the worker is stopping" if stopping()
+                                     else "no free slot")
                 self.messages.give_back(message)
                 return True
             if self.messages.due(message):
