@@ -349,6 +349,9 @@ class Supervisor:
                 self.messages.give_back(message)
             except BackendError:
                 pass  # it comes back when its visibility runs out
+        if messages:
+            logger.info("draining: gave back %s message(s) a receive still in flight brought",
+                        len(messages), extra=extra("drain_give_back", count=len(messages)))
 
     # -- the fixed stop order -----------------------------------------------------
     def shutdown(self) -> None:

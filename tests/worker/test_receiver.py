@@ -99,6 +99,8 @@ class TestLongPollBesideTheLoop:
             worker.signal()  # drain: the running job may finish; nothing new starts
             wait_for(lambda: worker.actions("drain"), 30, "the drain to begin")
             late = submit_jobs(s, tmp_path, "globex", 1, layout())[0]
+            wait_for(lambda: worker.actions("drain_give_back"), 60,
+                     "the worker's poll in flight to bring the late message and give it back")
             got = wait_for(lambda: backends.queue.receive(1, 1, 600), 120,
                            "the late message to be visible again")
             assert json.loads(got[0].body)["job_id"] == late
