@@ -9,7 +9,6 @@ same TransactWriteItems, so ``inflight`` always equals the live leases; the
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import logging
 import uuid
@@ -33,6 +32,7 @@ from imposer.models import (
 from imposer.state import lease_items
 from imposer.state.jobs import JobStore
 from imposer.state.tenants import TenantStore
+from imposer.state.verdicts import Acquisition, Successor, Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -45,50 +45,6 @@ def request_token(epoch: str, step: str) -> str:
 def table_spec(name: str) -> TableSpec:
     """Small, hot items: live leases and one counter per tenant; no index needed."""
     return TableSpec(name=name, hash_key="pk")
-
-
-class Verdict(str, enum.Enum):
-    """The result of an acquire attempt."""
-
-    ACQUIRED = "acquired"
-    #: The tenant holds its cap: defer the message.
-    AT_CAP = "at_cap"
-    #: The job runs under a live lease elsewhere: a duplicate delivery.
-    RUNNING = "running"
-    #: The job already reached a final state: a duplicate delivery.
-    DONE = "done"
-    #: An expired lease of a lost worker still sits on the job: reclaim it first.
-    STALE = "stale"
-    #: The parked note this acquire was to take was taken (or replaced) by someone else.
-    CLAIMED = "claimed"
-
-
-@attrs.frozen(kw_only=True)
-class Acquisition:
-    verdict: Verdict
-    cap: int
-    #: Our new lease when ACQUIRED.
-    lease: Lease | None = None
-    #: The lease in the way when RUNNING or STALE.
-    holder: Lease | None = None
-    #: The job's final status when DONE.
-    status: str | None = None
-    #: When DONE after a success: the attempt whose plate was committed.
-    output_epoch: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class Successor:
-    """The tenant's next job, to start in the slot a release frees (``LeaseStore.hand_over``)."""
-
-    request: JobRequest
-    #: Its lease, built once (``new_lease``) so every try of the hand-over is the same.
-    lease: Lease
-    sent_at: float | None
-    #: The tenant's cap, which the counter must not be above.
-    cap: int
-    #: The transaction item that claims its parked note.
-    claim: dict[str, Any] = attrs.field(eq=False, repr=False)
 
 
 class LeaseStore:

@@ -7,9 +7,8 @@ tenant's oldest parked job, whichever host parked it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from typing import Callable, Iterator
+from typing import Callable
 
 from imposer.aws.s3 import Storage
 from imposer.clock import Clock
@@ -23,8 +22,6 @@ from imposer.models import (
     Received,
     S3Uri,
     TaskSpec,
-    parse_json,
-    valid_id,
 )
 from imposer.settings import Settings
 from imposer.state.jobs import JobStore
@@ -38,12 +35,9 @@ from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.pool import Pool
 from imposer.worker.rollup import RollupRecorder
 from imposer.worker.running import Running, RunningTable
+from imposer.worker.vetting import Vetting
 
 logger = logging.getLogger(__name__)
-
-
-#: Times handling one message may raise (a bug, not AWS) before it is dead-lettered.
-POISON_FAILURES = 3
 
 
 class Dispatcher:
@@ -67,8 +61,7 @@ class Dispatcher:
         self._candidates: list[tuple[JobRequest, Received, int]] = []
         #: tenant -> (monotonic time until which it is known to be at cap, its cap)
         self._capped: dict[str, tuple[float, int]] = {}
-        #: message id -> times handling it raised on this host (bounded)
-        self._failures: dict[str, int] = {}
+        self.vet = Vetting(settings, jobs=jobs, messages=messages, metrics=metrics)
 
     def take_batch(self, messages: list[Received], free: list[int],
                    stopping: Callable[[], bool]) -> None:
@@ -79,7 +72,7 @@ class Dispatcher:
             if stopping() or not free:
                 self.messages.give_back(message)
                 continue
-            with self.poison_guard(message):
+            with self.vet.guard(message):
                 if self.handle(message, free[0]):
                     free.pop(0)
         self.lend_idle_slots(free, stopping)
@@ -117,49 +110,12 @@ class Dispatcher:
         """On stop: make the messages this host parked visible again for the others."""
         return self.handoff.give_back_mine()
 
-    @contextlib.contextmanager
-    def poison_guard(self, message: Received) -> Iterator[None]:
-        """Never let one message crash the parent, nor come back for ever if it always fails.
-
-        An AWS error that may pass is not the message's fault: it is logged and
-        the message comes back by itself. A bug met while handling a message
-        is logged and the message returns after the deferral; the third time
-        this host fails on it, it goes to the DLQ with the error as its reason
-        (the receive count would also count its deferrals and hand-offs).
-        """
-        try:
-            yield
-        except BackendError as exc:
-            logger.warning("AWS error while handling message %s: %s; it will come back",
-                           message.message_id, exc,
-                           extra=extra("aws_error", message.group_id,
-                                       message_id=message.message_id))
-        except Exception as exc:
-            failures = self._failures.get(message.message_id, 0) + 1
-            self._failures[message.message_id] = failures
-            while len(self._failures) > 10_000:
-                self._failures.pop(next(iter(self._failures)))
-            logger.exception("error while handling message %s (failure %s)",
-                             message.message_id, failures,
-                             extra=extra("handler_error", message.group_id,
-                                         message_id=message.message_id))
-            try:
-                if failures >= POISON_FAILURES:
-                    self._failures.pop(message.message_id, None)
-                    self.messages.dead_letter(message, f"handling failed {failures} times: "
-                                              f"{type(exc).__name__}: {exc}")
-                else:
-                    self.messages.back_off(message)
-            except Exception:
-                logger.exception("could not put message %s aside", message.message_id,
-                                 extra=extra("handler_error", message.group_id))
-
     def handle(self, message: Received, slot: int) -> bool:
         """Start *message*'s job on *slot*, or defer, drop or reject it; True if started."""
         try:
-            request = self.parse(message)
+            request = self.vet.parse(message)
         except InvalidMessage as exc:
-            self.reject(message, exc)
+            self.vet.reject(message, exc)
             return False
         try:
             return self.start(request, message, slot)
@@ -170,38 +126,6 @@ class Dispatcher:
             except BackendError:
                 pass  # it comes back when its visibility runs out
             return False
-
-    def parse(self, message: Received) -> JobRequest:
-        request = JobRequest.from_body(message.body)
-        if message.group_id is None:
-            logger.warning("message for %s has no MessageGroupId (layer 1 fairness is off)",
-                           request.tenant_id,
-                           extra=extra("no_group_id", request.tenant_id, request.job_id))
-        elif message.group_id != request.tenant_id:
-            raise InvalidMessage(f"MessageGroupId {message.group_id!r} is not the tenant "
-                                 f"{request.tenant_id!r}")
-        request.check_prefix(self.settings.bucket)
-        return request
-
-    def reject(self, message: Received, exc: InvalidMessage) -> None:
-        """Record why, move the message to the DLQ ourselves, delete it."""
-        job_id = tenant = None
-        try:
-            data = parse_json(message.body)
-            if isinstance(data, dict) and valid_id(data.get("job_id")) \
-                    and valid_id(data.get("tenant_id")):
-                job_id, tenant = data["job_id"], data["tenant_id"]
-        except InvalidMessage:
-            pass
-        if tenant is not None and message.group_id not in (None, tenant):
-            job_id = tenant = None  # a record belongs to the tenant that sent the message
-        logger.error("rejected message %s: %s", message.message_id, exc,
-                     extra=extra("invalid_message", tenant, job_id, message_id=message.message_id))
-        if job_id:
-            self.jobs.finish_unleased(tenant, job_id, JobStatus.FAILED, str(exc), exc.kind,
-                                      submitted_at=message.sent_at)
-        self.messages.dead_letter(message, str(exc))
-        self.metrics.emit("jobs", 1, outcome="invalid", tenant_id=tenant)
 
     def start(self, request: JobRequest, message: Received, slot: int,
               stale_retry: bool = True) -> bool:

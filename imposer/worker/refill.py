@@ -114,7 +114,7 @@ class Refiller:
             if note.job_id == job.request.job_id:
                 continue
             try:
-                request = self.dispatch.parse(note.message)
+                request = self.dispatch.vet.parse(note.message)
             except InvalidMessage:
                 self.handoff.waiting.drop(note)
                 self.handoff.taken(note)
@@ -218,7 +218,7 @@ class Refiller:
                 continue
             message = note.message
             try:
-                request = self.dispatch.parse(message)
+                request = self.dispatch.vet.parse(message)
             except InvalidMessage:
                 self.handoff.waiting.drop(note)
                 self.handoff.taken(note)

@@ -13,12 +13,11 @@ stop the worker.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 
 from imposer.aws import session
 from imposer.aws.s3 import Storage
-from imposer.errors import BackendError, MissingResource
+from imposer.errors import BackendError
 from imposer.logs import extra, guard
 from imposer.models import Fate, Outcome
 from imposer.models.exits import Exit
@@ -31,6 +30,7 @@ from imposer.worker.contention import ContentionMeter
 from imposer.worker.dispatch import Dispatcher
 from imposer.worker.handoff import HandOff
 from imposer.worker.heartbeat import LeaseRenewer, MessageHolder
+from imposer.worker.intake import Intake
 from imposer.worker.messages import Messages
 from imposer.worker.outbox import OutboxSender, parse_schedule
 from imposer.worker.overrun import OverrunPolicy
@@ -39,6 +39,7 @@ from imposer.worker.receiver import Receiver
 from imposer.worker.refill import Promise, Refiller
 from imposer.worker.rollup import RollupRecorder
 from imposer.worker.running import RunningTable
+from imposer.worker.signals import StopRequests
 from imposer.worker.threads import Periodic
 from imposer.worker.wiring import Backends
 
@@ -58,15 +59,11 @@ class Supervisor:
         self.running = RunningTable()
         self.max_jobs = max_jobs
         self.exit_when_idle = exit_when_idle
-        self.drain = threading.Event()
-        self.fast = threading.Event()
+        self.stops = StopRequests(s.grace_seconds, self.clock)
+        self.drain, self.fast = self.stops.drain, self.stops.fast
         #: Set once the pool and the threads are up.
         self.booted = threading.Event()
         self.exit_code = Exit.OK
-        self._drain_deadline: float | None = None
-        self._empty_poll = False
-        self._receive_failures = 0
-        self._receive_paused_until = 0.0
         storage = Storage(s.region)
         self.messages = Messages(backends.queue, s, self.clock)
         self.overrun = OverrunPolicy(job_timeout=s.job_timeout_seconds,
@@ -90,6 +87,10 @@ class Supervisor:
         self.refill = Refiller(
             s, dispatch=self.dispatch, leases=self.leases, handoff=self.handoff,
             messages=self.messages, metrics=self.metrics, pool=self.pool, running=self.running,
+            clock=self.clock)
+        self.intake = Intake(
+            receiver=self.receiver, dispatch=self.dispatch, refill=self.refill, pool=self.pool,
+            queue=self.queue, messages=self.messages, jobs=self.jobs, tenants=self.tenants,
             clock=self.clock)
         self.completer = Completer(
             s, table=self.running, leases=self.leases, jobs=backends.jobs,
@@ -118,18 +119,18 @@ class Supervisor:
             return self.exit_code
         try:
             while not self.fast.is_set():
-                self.handle_signals()
+                self.stops.handle(len(self.running))
                 self.collect_finished()
                 self.settle_finished()
                 self.check_health()
                 self.check_overruns()
                 if self.drain.is_set():
-                    self.give_back_received()
-                    if not len(self.running) or self.grace_over():
+                    self.intake.give_back_received()
+                    if not len(self.running) or self.stops.grace_over():
                         break
                     continue
                 if self.done_enough():
-                    self.begin_drain("nothing left to do")
+                    self.stops.begin_drain("nothing left to do", len(self.running))
                     continue
                 self.fill_free_slots()
         finally:
@@ -142,7 +143,7 @@ class Supervisor:
         Return False when told to stop before AWS answered: nothing was started
         and nothing is held, so there is nothing to hand back.
         """
-        self.install_signals()
+        self.stops.install()
         patiently = Patience(self.settings.boot_retry_seconds, self.clock, self.drain,
                              self.fast)
         try:
@@ -167,54 +168,10 @@ class Supervisor:
         self.booted.set()
         return True
 
-    # -- signals -------------------------------------------------------------
-    def install_signals(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._on_signal)
-            signal.signal(signal.SIGINT, self._on_signal)
-
-    def _on_signal(self, signum, frame) -> None:
-        """First signal drains, the second stops fast; only flags are set here."""
-        if self.drain.is_set():
-            self.fast.set()
-        else:
-            self.drain.set()
-
-    def handle_signals(self) -> None:
-        if self.drain.is_set() and self._drain_deadline is None:
-            self.begin_drain("signal")
-
-    def begin_drain(self, why: str) -> None:
-        self.drain.set()
-        if self._drain_deadline is None:
-            self._drain_deadline = self.clock.monotonic() + self.settings.grace_seconds
-            logger.info("draining (%s): %s job(s) running, grace %ss", why, len(self.running),
-                        self.settings.grace_seconds, extra=extra("drain", why=why))
-
-    def grace_over(self) -> bool:
-        return self._drain_deadline is not None and self.clock.monotonic() > self._drain_deadline
-
     def done_enough(self) -> bool:
         if self.max_jobs is not None and self.dispatch.started >= self.max_jobs:
             return True
-        if self.exit_when_idle and self._empty_poll and not len(self.running):
-            try:
-                depth = self.queue.depth()
-            except BackendError:
-                return False
-            return depth["visible"] + depth["delayed"] == 0 and \
-                depth["in_flight"] <= self.parked_messages()
-        return False
-
-    def parked_messages(self) -> int:
-        """Queued jobs of paused tenants (cap 0): their messages wait for an operator, not us."""
-        if not self._paused_tenants():
-            return 0
-        paused = self._paused_tenants()
-        return sum(1 for r in self.jobs.open_jobs(("queued",)) if r.tenant_id in paused)
-
-    def _paused_tenants(self) -> set[str]:
-        return {t for t, cap in self.tenants.caps().items() if cap <= 0}
+        return self.exit_when_idle and not len(self.running) and self.intake.idle()
 
     # -- finished jobs and health ----------------------------------------------
     def collect_finished(self, wait: float | None = None) -> None:
@@ -224,7 +181,7 @@ class Supervisor:
             if self.receiver.busy or self.drain.is_set():
                 pass  # woken by a child or by the receive's result, whichever comes first
             elif self.pool.free() and not self.fast.is_set():
-                wait = max(0.0, min(0.5, self._receive_paused_until - self.clock.monotonic()))
+                wait = max(0.0, min(0.5, self.intake.paused_until - self.clock.monotonic()))
         for event in self.pool.wait(wait, (self.receiver.wake_fd,)):
             job = self.running.in_slot(event.slot)
             if job is None:
@@ -303,55 +260,8 @@ class Supervisor:
 
     # -- new work ---------------------------------------------------------------
     def fill_free_slots(self) -> None:
-        """Dispatch what the receiver brought; ask it for as many messages as slots are free.
-
-        A receive that fails for a reason that may pass backs off (0.5 s
-        doubling to 30 s) while the loop keeps settling finished jobs. A
-        receive that brings nothing while slots are free lets parked work of
-        tenants this host knows to be waiting take them (``wake_idle``).
-        """
-        now = self.clock.monotonic()
-        try:
-            messages = self.receiver.take()
-        except MissingResource:
-            raise
-        except BackendError as exc:
-            self._receive_failures += 1
-            delay = min(30.0, 0.5 * 2 ** (self._receive_failures - 1))
-            self._receive_paused_until = now + delay
-            logger.warning("could not receive: %s; trying again in %.1fs", exc, delay,
-                           extra=extra("receive_error", failures=self._receive_failures))
-            return
-        if messages is not None:
-            self._receive_failures = 0
-            free = self.pool.free()
-            self.dispatch.take_batch(messages, free, self.drain.is_set)
-            self._empty_poll = not messages or self.dispatch.last_batch_parked
-            if not messages and free:
-                self.refill.wake_idle(free, self.drain.is_set)
-        free = self.pool.free()
-        if not free or now < self._receive_paused_until or self.receiver.busy:
-            return
-        want = len(free)
-        if self.max_jobs is not None:
-            want = min(want, self.max_jobs - self.dispatch.started)
-        if want > 0:  # a hand-off owed is paid by an empty receive: no need to wait for one
-            self.receiver.ask(want, poll=not self.refill.owes)
-
-    def give_back_received(self) -> None:
-        """Draining: what a receive still in flight brings goes straight back to the queue."""
-        try:
-            messages = self.receiver.take() or []
-        except BackendError:
-            return
-        for message in messages:
-            try:
-                self.messages.give_back(message)
-            except BackendError:
-                pass  # it comes back when its visibility runs out
-        if messages:
-            logger.info("draining: gave back %s message(s) a receive still in flight brought",
-                        len(messages), extra=extra("drain_give_back", count=len(messages)))
+        """Dispatch what the receiver brought; ask for as many messages as slots are free."""
+        self.intake.fill(self.drain.is_set, self.max_jobs)
 
     # -- the fixed stop order -----------------------------------------------------
     def shutdown(self) -> None:

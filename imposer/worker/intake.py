@@ -1,0 +1,115 @@
+"""The receive side of the parent's loop: what to ask for, its back-off, and work left.
+
+The receive itself runs in a thread (``receiver``); this asks it for as many
+messages as slots are free, hands what it brought to the dispatcher, backs
+off when SQS fails for a reason that may pass, and says when the queue holds
+nothing this host could still take (``--exit-when-idle``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from imposer.aws.sqs import JobQueue
+from imposer.clock import Clock
+from imposer.errors import BackendError, MissingResource
+from imposer.logs import extra
+from imposer.state.jobs import JobStore
+from imposer.state.tenants import TenantStore
+from imposer.worker.dispatch import Dispatcher
+from imposer.worker.messages import Messages
+from imposer.worker.pool import Pool
+from imposer.worker.receiver import Receiver
+from imposer.worker.refill import Refiller
+
+logger = logging.getLogger(__name__)
+
+
+class Intake:
+    """Keep the free slots asked for, and the receive's failures paced."""
+
+    def __init__(self, *, receiver: Receiver, dispatch: Dispatcher, refill: Refiller,
+                 pool: Pool, queue: JobQueue, messages: Messages, jobs: JobStore,
+                 tenants: TenantStore, clock: Clock) -> None:
+        self.receiver, self.dispatch, self.refill, self.pool = receiver, dispatch, refill, pool
+        self.queue, self.messages, self.jobs, self.tenants = queue, messages, jobs, tenants
+        self.clock = clock
+        self._failures = 0
+        #: Monotonic time before which no receive is asked (backing off a failure).
+        self.paused_until = 0.0
+        #: The last receive brought nothing this host could start.
+        self.empty_poll = False
+
+    def fill(self, stopping: Callable[[], bool], max_jobs: int | None) -> None:
+        """Dispatch what the receiver brought; ask it for as many messages as slots are free.
+
+        A receive that fails for a reason that may pass backs off (0.5 s
+        doubling to 30 s) while the loop keeps settling finished jobs. A
+        receive that brings nothing while slots are free lets parked work of
+        tenants this host knows to be waiting take them (``wake_idle``).
+        """
+        now = self.clock.monotonic()
+        try:
+            messages = self.receiver.take()
+        except MissingResource:
+            raise
+        except BackendError as exc:
+            self._failures += 1
+            delay = min(30.0, 0.5 * 2 ** (self._failures - 1))
+            self.paused_until = now + delay
+            logger.warning("could not receive: %s; trying again in %.1fs", exc, delay,
+                           extra=extra("receive_error", failures=self._failures))
+            return
+        if messages is not None:
+            self._failures = 0
+            free = self.pool.free()
+            self.dispatch.take_batch(messages, free, stopping)
+            self.empty_poll = not messages or self.dispatch.last_batch_parked
+            if not messages and free:
+                self.refill.wake_idle(free, stopping)
+        free = self.pool.free()
+        if not free or now < self.paused_until or self.receiver.busy:
+            return
+        want = len(free)
+        if max_jobs is not None:
+            want = min(want, max_jobs - self.dispatch.started)
+        if want > 0:  # a hand-off owed is paid by an empty receive: no need to wait for one
+            self.receiver.ask(want, poll=not self.refill.owes)
+
+    def give_back_received(self) -> None:
+        """Draining: what a receive still in flight brings goes straight back to the queue."""
+        try:
+            messages = self.receiver.take() or []
+        except BackendError:
+            return
+        for message in messages:
+            try:
+                self.messages.give_back(message)
+            except BackendError:
+                pass  # it comes back when its visibility runs out
+        if messages:
+            logger.info("draining: gave back %s message(s) a receive still in flight brought",
+                        len(messages), extra=extra("drain_give_back", count=len(messages)))
+
+    def idle(self) -> bool:
+        """The last receive found nothing, and the queue holds nothing this host could take.
+
+        Messages in flight that are parked jobs of paused tenants (cap 0) do
+        not count: they wait for an operator, not for us.
+        """
+        if not self.empty_poll:
+            return False
+        try:
+            depth = self.queue.depth()
+        except BackendError:
+            return False
+        return depth["visible"] + depth["delayed"] == 0 and \
+            depth["in_flight"] <= self.paused_messages()
+
+    def paused_messages(self) -> int:
+        """Queued jobs of paused tenants (cap 0)."""
+        paused = {t for t, cap in self.tenants.caps().items() if cap <= 0}
+        if not paused:
+            return 0
+        return sum(1 for r in self.jobs.open_jobs(("queued",)) if r.tenant_id in paused)

@@ -1,0 +1,106 @@
+"""Vet a received message before any slot is spent on it: parse, check, or reject.
+
+An invalid message is recorded (under the tenant that sent it) and moved to
+the DLQ at once; a message whose handling keeps failing for a bug of ours
+goes there too after ``POISON_FAILURES`` tries, so no message crashes the
+parent or comes back for ever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Iterator
+
+from imposer.errors import BackendError, InvalidMessage
+from imposer.logs import extra
+from imposer.metrics import Metrics
+from imposer.models import JobRequest, JobStatus, Received, parse_json, valid_id
+from imposer.settings import Settings
+from imposer.state.jobs import JobStore
+from imposer.worker.messages import Messages
+
+logger = logging.getLogger(__name__)
+
+#: Times handling one message may raise (a bug, not AWS) before it is dead-lettered.
+POISON_FAILURES = 3
+
+
+class Vetting:
+    """Parse and check messages; reject the invalid and put poison aside."""
+
+    def __init__(self, settings: Settings, *, jobs: JobStore, messages: Messages,
+                 metrics: Metrics) -> None:
+        self.settings, self.jobs, self.messages, self.metrics = settings, jobs, messages, metrics
+        #: message id -> times handling it raised on this host (bounded)
+        self._failures: dict[str, int] = {}
+
+    def parse(self, message: Received) -> JobRequest:
+        """The message's job request; InvalidMessage if its body, group or keys are wrong."""
+        request = JobRequest.from_body(message.body)
+        if message.group_id is None:
+            logger.warning("message for %s has no MessageGroupId (layer 1 fairness is off)",
+                           request.tenant_id,
+                           extra=extra("no_group_id", request.tenant_id, request.job_id))
+        elif message.group_id != request.tenant_id:
+            raise InvalidMessage(f"MessageGroupId {message.group_id!r} is not the tenant "
+                                 f"{request.tenant_id!r}")
+        request.check_prefix(self.settings.bucket)
+        return request
+
+    def reject(self, message: Received, exc: InvalidMessage) -> None:
+        """Record why, move the message to the DLQ ourselves, delete it."""
+        job_id = tenant = None
+        try:
+            data = parse_json(message.body)
+            if isinstance(data, dict) and valid_id(data.get("job_id")) \
+                    and valid_id(data.get("tenant_id")):
+                job_id, tenant = data["job_id"], data["tenant_id"]
+        except InvalidMessage:
+            pass
+        if tenant is not None and message.group_id not in (None, tenant):
+            job_id = tenant = None  # a record belongs to the tenant that sent the message
+        logger.error("rejected message %s: %s", message.message_id, exc,
+                     extra=extra("invalid_message", tenant, job_id, message_id=message.message_id))
+        if job_id:
+            self.jobs.finish_unleased(tenant, job_id, JobStatus.FAILED, str(exc), exc.kind,
+                                      submitted_at=message.sent_at)
+        self.messages.dead_letter(message, str(exc))
+        self.metrics.emit("jobs", 1, outcome="invalid", tenant_id=tenant)
+
+    @contextlib.contextmanager
+    def guard(self, message: Received) -> Iterator[None]:
+        """Never let one message crash the parent, nor come back for ever if it always fails.
+
+        An AWS error that may pass is not the message's fault: it is logged and
+        the message comes back by itself. A bug met while handling a message
+        is logged and the message returns after the deferral; the third time
+        this host fails on it, it goes to the DLQ with the error as its reason
+        (the receive count would also count its deferrals and hand-offs).
+        """
+        try:
+            yield
+        except BackendError as exc:
+            logger.warning("AWS error while handling message %s: %s; it will come back",
+                           message.message_id, exc,
+                           extra=extra("aws_error", message.group_id,
+                                       message_id=message.message_id))
+        except Exception as exc:
+            failures = self._failures.get(message.message_id, 0) + 1
+            self._failures[message.message_id] = failures
+            while len(self._failures) > 10_000:
+                self._failures.pop(next(iter(self._failures)))
+            logger.exception("error while handling message %s (failure %s)",
+                             message.message_id, failures,
+                             extra=extra("handler_error", message.group_id,
+                                         message_id=message.message_id))
+            try:
+                if failures >= POISON_FAILURES:
+                    self._failures.pop(message.message_id, None)
+                    self.messages.dead_letter(message, f"handling failed {failures} times: "
+                                              f"{type(exc).__name__}: {exc}")
+                else:
+                    self.messages.back_off(message)
+            except Exception:
+                logger.exception("could not put message %s aside", message.message_id,
+                                 extra=extra("handler_error", message.group_id))
