@@ -25,6 +25,11 @@ from tests.fixtures.workers import (FAKE, Worker, layout, loop_pass, submit_jobs
                                     wait_for)
 
 
+def host(settings, backends, clock) -> HandOff:
+    """One host's parking and hand-off, on the test's tables and queue."""
+    return HandOff(settings, backends.waiting, Messages(backends.queue, settings, clock), clock)
+
+
 def received(backends, req: JobRequest):
     backends.queue.send(req.to_body(), req.tenant_id)
     (message,) = backends.queue.receive(1, 1, 60)
@@ -34,8 +39,7 @@ def received(backends, req: JobRequest):
 class TestParking:
     def test_park_notes_the_message_and_hides_it(self, backends, settings, clock):
         """A parked message is noted oldest-first and stays invisible for the park window."""
-        handoff = HandOff(settings, backends.waiting,
-                          Messages(backends.queue, settings, clock), clock)
+        handoff = host(settings, backends, clock)
         later = attrs.evolve(request(), submitted_at=clock.time() - 50)
         early = attrs.evolve(request(), submitted_at=clock.time() - 90)
         for req in (later, early):
@@ -45,8 +49,7 @@ class TestParking:
 
     def test_a_note_is_taken_once(self, backends, settings, clock):
         """Two hosts racing for one note: the acquire that carries the claim wins once."""
-        handoff = HandOff(settings, backends.waiting,
-                          Messages(backends.queue, settings, clock), clock)
+        handoff = host(settings, backends, clock)
         req = request()
         handoff.park(req, received(backends, req))
         (note,) = backends.waiting.oldest("acme")
@@ -61,8 +64,7 @@ class TestParking:
                                                                    clock):
         """A host whose read of the notes is stale tries a note another host took and ran
         to the end: CLAIMED (leave its message alone), not DONE (finish a duplicate)."""
-        handoff = HandOff(settings, backends.waiting,
-                          Messages(backends.queue, settings, clock), clock)
+        handoff = host(settings, backends, clock)
         req = request()
         handoff.park(req, received(backends, req))
         (note,) = backends.waiting.oldest("acme")
@@ -80,8 +82,7 @@ class TestParking:
         visibility change is made: the message shows up again when its
         receive's visibility ends, which the note records.
         """
-        handoff = HandOff(settings, backends.waiting,
-                          Messages(backends.queue, settings, clock), clock)
+        handoff = host(settings, backends, clock)
         req = request()
         until = clock.time() + settings.park_seconds + 30
         message = attrs.evolve(received(backends, req), visible_until=until)
@@ -96,8 +97,7 @@ class TestParking:
 
     def test_a_short_visibility_is_extended_to_the_park_window(self, backends, settings, clock):
         """A message whose visibility ends before the window gets one visibility change."""
-        handoff = HandOff(settings, backends.waiting,
-                          Messages(backends.queue, settings, clock), clock)
+        handoff = host(settings, backends, clock)
         req = request()
         message = attrs.evolve(received(backends, req), visible_until=clock.time() + 1)
         session.CALLS.reset()
@@ -112,8 +112,7 @@ class TestParking:
         """The visibility change comes after the note: if it fails (or the host dies
         there), the note and the job's record say where the job is, and the message
         shows up again when its receive's visibility ends, to be parked anew."""
-        handoff = HandOff(settings, backends.waiting,
-                          Messages(backends.queue, settings, clock), clock)
+        handoff = host(settings, backends, clock)
         req = request()
         backends.queue.send(req.to_body(), req.tenant_id)
         (message,) = backends.queue.receive(1, 1, 1)
@@ -163,8 +162,7 @@ class TestParking:
 
     def test_one_query_serves_the_next_hand_offs(self, backends, settings, clock):
         """Notes read once are tried in turn; a fresh read only when they ran out or aged."""
-        handoff = HandOff(settings, backends.waiting,
-                          Messages(backends.queue, settings, clock), clock)
+        handoff = host(settings, backends, clock)
         reqs = [attrs.evolve(request(), submitted_at=clock.time() - 10 + i) for i in range(3)]
         for req in reqs:
             handoff.park(req, received(backends, req))
@@ -182,11 +180,10 @@ class TestParking:
         clock.advance(settings.park_seconds)
         assert handoff.notes("acme")[1], "older than a park window: read again"
 
-    def test_a_host_hands_off_its_own_parked_jobs_first(self, backends, settings, clock):
+    def test_a_host_reads_its_own_parked_jobs_first(self, backends, settings, clock):
         """Two hosts park one tenant's jobs in turn: each reads its own notes first, oldest
         first, then the other's, so hosts handing off at once seldom reach for one note."""
-        hosts = [HandOff(settings, backends.waiting,
-                         Messages(backends.queue, settings, clock), clock) for _ in range(2)]
+        hosts = [host(settings, backends, clock) for _ in range(2)]
         reqs = [attrs.evolve(request(), submitted_at=clock.time() - 10 + i) for i in range(4)]
         for i, req in enumerate(reqs):
             assert hosts[i % 2].park(req, received(backends, req))
