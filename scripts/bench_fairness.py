@@ -34,7 +34,7 @@ the borrow check, `imposer why`'s prediction error on the mixed cap run, and
 the simulator's speed on four weeks of 50,000 jobs.
 
     python scripts/bench_fairness.py [--only mixed,lone,...] [--skip-speed]
-                                     [--save FILE | --load FILE]
+                                     [--save FILE | --load FILE] [--keep-logs DIR]
 """
 
 from __future__ import annotations
@@ -545,6 +545,7 @@ def main() -> int:
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--save", metavar="FILE", help="also keep the runs' results here")
     parser.add_argument("--load", metavar="FILE", help="report on saved results, run nothing")
+    parser.add_argument("--keep-logs", metavar="DIR", help="keep the workers' logs here")
     args = parser.parse_args()
     only = set(args.only.split(",")) if args.only else None
     runs = [r for r in RUNS if only is None or r[0] in only]
@@ -559,11 +560,13 @@ def main() -> int:
     out = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            logdir = Path(args.keep_logs or tmp)
+            logdir.mkdir(parents=True, exist_ok=True)
             for name, wl, policy, hosts, slots in runs:
                 print(f"running {name} {policy} ...", file=sys.stderr, flush=True)
                 started = time.time()
                 result = run_fleet(strict if policy in STRICT else stack, workloads[wl],
-                                   policy, hosts, slots, WORKLOADS[wl][1], Path(tmp),
+                                   policy, hosts, slots, WORKLOADS[wl][1], logdir,
                                    predict=(name, policy) == ("mixed", "cap"))
                 print(f"  {time.time() - started:.0f}s", file=sys.stderr, flush=True)
                 out.append((name, wl, policy, hosts, slots, result))
@@ -578,7 +581,8 @@ def main() -> int:
 
 
 def report(workloads, out, speeds) -> None:
-    print("\nworkloads (seconds; deferral 1 s, park window 300 s, lease TTL 600 s, heartbeat = median run):")
+    print("\nworkloads (seconds; deferral 1 s, park window 300 s, lease TTL 600 s, "
+          "heartbeat = median run):")
     for k, (spec, m, seed) in WORKLOADS.items():
         work = sum(j.run for j in workloads[k])
         print(f"  {k:5} {spec:28} median {m:g}s seed {seed}: {len(workloads[k])} jobs, "
@@ -679,7 +683,8 @@ def splits(measured) -> None:
             return "/".join(str(v) for v in sorted(n.values(), reverse=True))
 
         print(f"  {name:9} {policy:10} real {split:>6} {real['makespan']:6.1f}s   sim "
-              f"{per_host(sim_s):>6} {sim['makespan']:6.1f}s ({ratio(sim['makespan'], real['makespan'])}"
+              f"{per_host(sim_s):>6} {sim['makespan']:6.1f}s "
+              f"({ratio(sim['makespan'], real['makespan'])}"
               f" of real)   second late {per_host(late):>6} {late_m['makespan']:6.1f}s "
               f"({ratio(late_m['makespan'], real['makespan'])} of real, "
               f"{ratio(late_m['makespan'], perfect['makespan'])} of perfect; "

@@ -7,6 +7,7 @@ reason per item so that callers can tell *at cap* from *duplicate*.
 
 from __future__ import annotations
 
+import logging
 from decimal import Decimal
 from typing import Any, Iterator
 
@@ -16,7 +17,9 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from imposer.aws import session
 from imposer.errors import BackendError, MissingResource
+from imposer.logs import extra
 
+logger = logging.getLogger(__name__)
 _ser = TypeSerializer()
 _de = TypeDeserializer()
 
@@ -154,10 +157,15 @@ class Dynamo:
                            item=deserialize(r["Item"]) if r.get("Item") else None)
                     for r in raw
                 ]
+                logger.debug("transaction cancelled: %s (%s)", what,
+                             ", ".join(r.code for r in reasons),
+                             extra=extra("transaction_cancelled", what=what,
+                                         reasons=[r.code for r in reasons]))
                 if any(r.code == "TransactionConflict" for r in reasons):
                     exc.response["Error"]["Code"] = "TransactionConflictException"
                     raise
                 raise TransactionCancelled(reasons) from None
+        logger.debug("transaction: %s", what, extra=extra("transaction", what=what))
 
     def query(self, table: str, key: str, values: dict[str, Any],
               names: dict[str, str] | None = None, *, index: str | None = None,

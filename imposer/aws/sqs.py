@@ -6,6 +6,7 @@ Visibility is whole seconds in SQS; fractions (used by fast tests) round up.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from typing import Any
 
@@ -13,7 +14,10 @@ import botocore.exceptions
 
 from imposer.aws import session
 from imposer.errors import BackendError
+from imposer.logs import extra
 from imposer.models.message import Received
+
+logger = logging.getLogger(__name__)
 
 #: SQS's own ceiling for a message's visibility timeout (12 hours).
 MAX_VISIBILITY = 43200
@@ -57,6 +61,9 @@ class JobQueue:
                 attributes={k: v.get("StringValue", "")
                             for k, v in (m.get("MessageAttributes") or {}).items()},
             ))
+        logger.debug("received %s of %s message(s) (waiting up to %ss)", len(out), max_messages,
+                     wait, extra=extra("received", count=len(out), asked=max_messages,
+                                       wait=wait))
         return out
 
     def change_visibility(self, message: Received | str, delay: float) -> bool:

@@ -19,7 +19,6 @@ from imposer.sim.state import (
     IDLE,
     PARKED,
     POLL_END,
-    RECEIVE_MAX,
     RX_ASKED,
     RX_BACK,
     RX_CHAIN,
@@ -28,6 +27,7 @@ from imposer.sim.state import (
     VISIBLE_NOW,
     Host,
 )
+from imposer.worker import policy as rules
 
 
 class Delivery:
@@ -92,9 +92,9 @@ class Delivery:
 
     # -- the receive ---------------------------------------------------------------------
     def _ask(self, host: Host) -> None:
-        """``Receiver.ask``: one receive for as many messages as slots are free."""
+        """``Receiver.ask``: one receive, for a message per free slot and room for parking."""
         host.rx_token += 1
-        host.rx, host.rx_want = RX_ASKED, min(len(host.free), RECEIVE_MAX)
+        host.rx, host.rx_want = RX_ASKED, rules.receive_size(len(host.free), host.parks)
         host.rx_short = bool(host.owed)  # owing a hand-off, it asks without a long poll
         self.counts["receives"] += 1
         self.counts["calls"] += CALLS["receive"]

@@ -41,13 +41,19 @@ class Dispatch:
         """``take_batch``: start, park, defer or lend; True if a message started or went away."""
         p, free = self.policy, host.free
         progress, candidates = False, []
+        host.parks = 0
         for job in batch:
             tenant = self.tenant[job]
             cap = self.cap[tenant]
-            if not free:  # (the receive asked for no more than were free: never here)
-                self._back(job)
+            known_capped = p.memo and host.capped.get(tenant, -1.0) > host.clock
+            if not free:  # ``park_or_give_back``: beyond the free slots (room for parking)
+                if known_capped and cap > 0:
+                    progress |= self._wait(job, cap, host)
+                else:
+                    self._spend(host, CALLS["give_back"])
+                    self._back(job)
                 continue
-            if p.memo and host.capped.get(tenant, -1.0) > host.clock:
+            if known_capped:
                 own = False  # known at cap: no transaction
             else:
                 yield from self._acquire(host, tenant)
@@ -90,6 +96,7 @@ class Dispatch:
         self.version[job] += 1
         self._push(host.clock + window, VISIBLE, job, self.version[job])
         if cap > 0:
+            host.parks += 1
             self.state[job] = PARKED
             self.parked_by[job] = host.index
             self.counts["parked"] += 1

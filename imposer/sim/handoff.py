@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 
-from imposer.sim.state import CALLS, MEMO_SECONDS, NOTES_READ, PARKED, Host
+from imposer.sim.state import CALLS, MEMO_SECONDS, PARKED, Host
 from imposer.worker import policy as rules
 
 
@@ -64,7 +64,7 @@ class HandOffs:
                 yield
         notes = self.notes.get(tenant)
         read = []
-        while notes and len(read) < NOTES_READ:
+        while notes and len(read) < rules.NOTES_READ:
             note = heapq.heappop(notes)
             if self._live(note):  # a note taken, or back in the queue, is gone
                 read.append(note)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import attrs
 
 from imposer.reports.history import HostHour, hosts_seen
+from imposer.sim.workload import SimJob, from_records
 from imposer.state.jobs import JobStore
 from imposer.state.rollups import RollupStore
 from imposer.state.tenants import TenantStore
-from imposer.sim.workload import SimJob, from_records
 
 #: Records per Query page.
 PAGE = 1000

@@ -4,8 +4,8 @@ states, and one host's record (its parent and its receive).
 
 from __future__ import annotations
 
-#: Messages one receive returns at most (SQS's limit).
-RECEIVE_MAX = 10
+from imposer.worker.policy import NOTES_READ, RECEIVE_MAX  # noqa: F401 (re-exported)
+
 #: AWS calls the parent makes for each step, as the worker's code makes them.
 CALLS = {
     "receive": 1,             # ReceiveMessage (the receiver thread's, beside the parent)
@@ -21,11 +21,10 @@ CALLS = {
     "retry": 3,               # job GetItem (failures so far), release, visibility
     "dead": 4,                # job GetItem, release, DLQ SendMessage, DeleteMessage
     "requeue": 2,             # release, visibility
+    "give_back": 1,           # visibility 0: a message the receive brought beyond the slots
 }
 #: How long the dispatcher remembers a tenant at its cap (``Dispatcher._capped``).
 MEMO_SECONDS = 1.0
-#: Notes one waiting-table Query returns (``imposer.worker.handoff.NOTES_READ``).
-NOTES_READ = 8
 #: Events: a child ends; a message shows (sent, or back after a window); a parent's pass is
 #: due; a pass goes on after its AWS calls; SQS has a receive; the long polls take what
 #: showed; a long poll ends empty; a receive's answer reaches its parent.
@@ -45,8 +44,8 @@ class Host:
     """One parent and its receive: free slots, finished children, hand-offs owed."""
 
     __slots__ = ("cap_read", "capped", "clock", "done", "free", "index", "notes_left", "owed",
-                 "rx", "rx_end", "rx_result", "rx_short", "rx_token", "rx_want", "stale",
-                 "state", "token", "turn")
+                 "parks", "rx", "rx_end", "rx_result", "rx_short", "rx_token", "rx_want",
+                 "stale", "state", "token", "turn")
 
     def __init__(self, index: int, slots: int) -> None:
         self.index = index
@@ -69,6 +68,8 @@ class Host:
         self.rx = RX_NONE
         self.rx_token = 0
         self.rx_want = 0
+        #: Messages the last batch parked (``Dispatcher.last_batch_parks``).
+        self.parks = 0
         self.rx_end = 0.0
         self.rx_result: list[int] = []
         #: The receive asked while a hand-off was owed: it does not wait for messages.

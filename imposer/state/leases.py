@@ -177,7 +177,8 @@ class LeaseStore:
                                        successor.lease, successor.sent_at), successor.claim]
         token = request_token(lease.epoch, f"hand-over/{successor.lease.epoch}/{status.value}")
         try:
-            self.dynamo.transact(items, f"hand over lease of {lease.job_id}", token=token)
+            self.dynamo.transact(items, f"hand over lease of {lease.job_id} to "
+                                 f"{successor.request.job_id}", token=token)
         except TransactionCancelled as exc:
             if len(exc.reasons) != len(items):
                 raise BackendError(f"unexpected cancellation of a hand-over: {exc}") from None

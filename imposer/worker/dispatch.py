@@ -56,8 +56,12 @@ class Dispatcher:
         self.clock = clock
         self.started = 0
         self.received_at = 0.0
-        self._parked = 0
-        self.last_batch_parked = False
+        self._paused = 0
+        #: True when every message of the last batch belonged to a paused tenant (cap 0).
+        self.last_batch_paused = False
+        self._parks = 0
+        #: Messages of the last batch parked at their tenant's cap (``policy.receive_size``).
+        self.last_batch_parks = 0
         self._candidates: list[tuple[JobRequest, Received, int]] = []
         #: tenant -> (monotonic time until which it is known to be at cap, its cap)
         self._capped: dict[str, tuple[float, int]] = {}
@@ -65,19 +69,41 @@ class Dispatcher:
 
     def take_batch(self, messages: list[Received], free: list[int],
                    stopping: Callable[[], bool]) -> None:
-        """Start what the free slots allow; defer, reject or return the rest."""
+        """Start what the free slots allow; park, defer, reject or return the rest.
+
+        The receive may bring more messages than slots are free (room for
+        parking, ``policy.receive_size``): one beyond the free slots is parked
+        if its tenant is known to be at its cap (no slot, no transaction), and
+        otherwise given back at once, visible to every host again.
+        """
         self.received_at = self.clock.monotonic()
-        self._parked = 0
+        self._paused = self._parks = 0
         for message in messages:
-            if stopping() or not free:
+            if stopping():
                 self.messages.give_back(message)
                 continue
             with self.vet.guard(message):
-                if self.handle(message, free[0]):
+                if not free:
+                    self.park_or_give_back(message)
+                elif self.handle(message, free[0]):
                     free.pop(0)
         self.lend_idle_slots(free, stopping)
-        #: True when every message of the batch belonged to a paused tenant (cap 0).
-        self.last_batch_parked = bool(messages) and self._parked == len(messages)
+        self.last_batch_paused = bool(messages) and self._paused == len(messages)
+        self.last_batch_parks = self._parks
+
+    def park_or_give_back(self, message: Received) -> None:
+        """No slot is free for *message*: park it if its tenant is known at its cap, else
+        make it visible again for whichever host has a slot."""
+        try:
+            request = self.vet.parse(message)
+        except InvalidMessage as exc:
+            self.vet.reject(message, exc)
+            return
+        known = self._capped.get(request.tenant_id)
+        if known and known[0] > self.clock.monotonic() and known[1] > 0:
+            self.defer_at_cap(request, message, known[1])
+        else:
+            self.messages.give_back(message)
 
     def known_capped(self, tenant: str, cap: int) -> None:
         """*tenant* was found at its cap: take it to be for a second (no transaction)."""
@@ -148,7 +174,7 @@ class Dispatcher:
         if acq.verdict == Verdict.ACQUIRED:
             return self.launch(request, message, [slot], acq.lease)
         if acq.verdict == Verdict.AT_CAP:
-            self._parked += acq.cap <= 0
+            self._paused += acq.cap <= 0
             if self.settings.borrow and acq.cap > 0:
                 self._candidates.append((request, message, acq.cap))
             else:
@@ -245,6 +271,7 @@ class Dispatcher:
 
     def defer_at_cap(self, request: JobRequest, message: Received, cap: int,
                      note: str | None = None) -> None:
+        self._parks += cap > 0
         self.metrics.emit("cap_defer", 1, tenant_id=request.tenant_id)
         self.contention.deferred(request.tenant_id, request.job_id)
         self.rollups.deferred(request.tenant_id, self.clock.time())

@@ -45,8 +45,6 @@ logger = logging.getLogger(__name__)
 #: Notes this host parked that it remembers, to give their messages back when it stops
 #: (and tenants whose notes it read last).
 REMEMBERED = 1000
-#: Notes one waiting-table Query reads, for this many hand-offs of the tenant.
-NOTES_READ = 8
 
 
 @attrs.frozen(kw_only=True)
@@ -103,18 +101,19 @@ class HandOff:
     def notes(self, tenant_id: str, fresh: bool = False) -> tuple[list[Parked], bool]:
         """The tenant's oldest parked messages, this host's first; and if just read.
 
-        Within this host's and within the others', first submitted first
+        This host's oldest first, then the others' newest first
         (``policy.own_first``: hosts handing off at once seldom collide).
 
-        One Query reads up to ``NOTES_READ`` notes; the hand-offs after it take
-        the next of them (a claim that finds one gone costs what a Query would)
-        until they run out or are older than a park window, or *fresh* asks.
+        One Query reads up to ``policy.NOTES_READ`` notes; the hand-offs after
+        it take the next of them (a claim that finds one gone costs what a
+        Query would) until they run out or are older than a park window, or
+        *fresh* asks.
         """
         now = self.clock.monotonic()
         read = self._read.get(tenant_id)
         if not fresh and read and read[1] and now - read[0] < self.settings.park_seconds:
             return list(read[1]), False
-        notes = policy.own_first(self.waiting.oldest(tenant_id, NOTES_READ), self.mine)
+        notes = policy.own_first(self.waiting.oldest(tenant_id, policy.NOTES_READ), self.mine)
         self._read[tenant_id] = (now, notes)
         if len(self._read) > REMEMBERED:
             self._read.pop(next(iter(self._read)))

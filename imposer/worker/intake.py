@@ -17,6 +17,7 @@ from imposer.errors import BackendError, MissingResource
 from imposer.logs import extra
 from imposer.state.jobs import JobStore
 from imposer.state.tenants import TenantStore
+from imposer.worker import policy
 from imposer.worker.dispatch import Dispatcher
 from imposer.worker.messages import Messages
 from imposer.worker.pool import Pool
@@ -42,7 +43,8 @@ class Intake:
         self.empty_poll = False
 
     def fill(self, stopping: Callable[[], bool], max_jobs: int | None) -> None:
-        """Dispatch what the receiver brought; ask it for as many messages as slots are free.
+        """Dispatch what the receiver brought; ask it for one message per free slot, and
+        room for as many as its last batch parked (``policy.receive_size``).
 
         A receive that fails for a reason that may pass backs off (0.5 s
         doubling to 30 s) while the loop keeps settling finished jobs. A
@@ -65,13 +67,13 @@ class Intake:
             self._failures = 0
             free = self.pool.free()
             self.dispatch.take_batch(messages, free, stopping)
-            self.empty_poll = not messages or self.dispatch.last_batch_parked
+            self.empty_poll = not messages or self.dispatch.last_batch_paused
             if not messages and free:
                 self.refill.wake_idle(free, stopping)
         free = self.pool.free()
         if not free or now < self.paused_until or self.receiver.busy:
             return
-        want = len(free)
+        want = policy.receive_size(len(free), self.dispatch.last_batch_parks)
         if max_jobs is not None:
             want = min(want, max_jobs - self.dispatch.started)
         if want > 0:  # a hand-off owed is paid by an empty receive: no need to wait for one

@@ -12,6 +12,13 @@ from typing import Iterable, Sequence, TypeVar
 
 T = TypeVar("T")
 
+#: A tenant's oldest parked notes one read takes (one waiting-table Query). The hand-offs
+#: after it take the next of them, so a wide read costs no more in capacity units than
+#: narrow ones; and the wider it is, the later hosts stealing from each other meet.
+NOTES_READ = 32
+#: Messages one receive returns at most (SQS's limit).
+RECEIVE_MAX = 10
+
 
 def may_take_own_slot(inflight: int, cap: int) -> bool:
     """The cap (layer 2): a tenant may start a job while it holds fewer than its cap.
@@ -39,6 +46,23 @@ def why_not_borrow(enabled: bool, free_slots: int, reserve: int, tenant: str,
     return None
 
 
+def receive_size(free_slots: int, parked_last: int) -> int:
+    """How many messages one receive asks for: one per free slot, and room for parking.
+
+    A message of a tenant at its cap takes no slot: it is parked. When the
+    last batch parked *parked_last* messages (the queue is handing this host
+    a capped backlog), the next receive asks for that many more, up to SQS's
+    10, so the backlog is parked ten at a time rather than one per free slot
+    (a host whose only free slot is its borrowing reserve would otherwise
+    receive it one message at a time). One that then finds no free slot is
+    parked only if its tenant is known to be at its cap, else given back at
+    once, so no host sits on work another could start.
+    """
+    if free_slots <= 0:
+        return 0
+    return min(RECEIVE_MAX, free_slots + parked_last)
+
+
 def may_hand_off(free_slots: int, queue_empty: bool = False) -> bool:
     """A settled job's slot goes to its tenant's parked work only while another stays free.
 
@@ -52,16 +76,22 @@ def may_hand_off(free_slots: int, queue_empty: bool = False) -> bool:
 
 
 def own_first(notes: Sequence[T], mine) -> list[T]:
-    """Order a tenant's parked notes for a hand-off: those this host parked first.
+    """Order a tenant's parked notes for a hand-off: this host's oldest first, then the others'
+    newest first.
 
+    *notes* are the tenant's oldest notes, oldest first (one read of them).
     Each host takes its own parked jobs before another host's, oldest first
-    within each group (work stealing's local-queue-first), so hosts handing
-    off one tenant's backlog at once seldom reach for the same note: a note
-    another host took costs a refused transaction to find out. A tenant's
-    jobs start oldest first on each host, and a host steals the others'
-    only when it has none of its own left.
+    (work stealing's local-queue-first), and takes another host's from the
+    far end of its read (as a thief steals from the far end of a deque): the
+    owner works up from the oldest of its notes while the thief works back
+    from the newest of the read, so they seldom reach for the same note (a
+    note another host took costs a refused transaction to find out). Order
+    within a tenant's backlog is kept to within one read: the notes read are
+    always the tenant's oldest, so none waits behind more than
+    ``NOTES_READ`` later ones.
     """
-    return sorted(notes, key=lambda note: not mine(note))
+    own = [note for note in notes if mine(note)]
+    return own + [note for note in reversed(notes) if not mine(note)]
 
 
 def oldest_first(items: Sequence[T], submitted) -> list[T]:

@@ -5,8 +5,10 @@ collected (its slot settled, its tenant's parked work handed the slot) only
 when the poll returned: up to ``IMPOSER_POLL_SECONDS`` of a licensed slot
 idle per job. Here the loop asks for messages and goes on waiting on the
 pool's pipes and on this thread's wake-up pipe together; whichever comes
-first is handled first. Only one receive is ever in flight, so the parent
-still never holds more messages than it had free slots when it asked.
+first is handled first. Only one receive is ever in flight, asked for one
+message per free slot and room for parking (``policy.receive_size``); a
+message that finds no slot is parked (its tenant is at its cap) or given back
+at once, so the parent never sits on work another host could start.
 """
 
 from __future__ import annotations

@@ -141,7 +141,8 @@ class Refiller:
         """
         note, successor = handover.note, handover.successor
         self.handoff.taken(note)
-        if not committed:
+        if not committed:  # most likely another host took the note: the rest of that read is
+            self.handoff.forget(note.tenant_id)  # as stale, so the next hand-off reads anew
             return False
         request, lease, message = successor.request, successor.lease, note.message
         self.dispatch.received_at = self.clock.monotonic()

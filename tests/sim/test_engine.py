@@ -208,7 +208,9 @@ class TestTheParentsTime:
 
         The first job starts when its acquire commits (0.2 s); the second is
         found at cap (0.3 s) and parked (0.4 s); the memo then parks the next
-        three without asking, one receive each. Each settle is five calls;
+        three without asking, in two receives: each asks for the free slot and
+        as many more as the last batch parked (``receive_size``), so the
+        second brings two and the third one. Each settle is five calls;
         its hand-off rides on the release (no acquire of its own) but reads
         the cap again (the last read is more than 5 s old), and the first one
         reads the tenant's notes: that Query serves the next three, and the
@@ -217,9 +219,9 @@ class TestTheParentsTime:
         s = simulate(jobs(*[("a", 0, 10) for _ in range(5)]),
                      Policy(slots=2, cap=1, call_seconds=0.1, defer_seconds=30))
         assert s.first_start[0] == pytest.approx(0.2)
-        receives, acquires, parks = 5, 2 + 1, 4 * 1  # the fifth receive finds nothing
+        receives, acquires, parks = 4, 2 + 1, 4 * 1  # the fourth receive finds nothing
         settles, hand_offs = 5 * 5, 5 * 1 + 2  # a cap read each; two note Queries
-        assert (s.counts["parked"], s.counts["receives"]) == (4, 5)
+        assert (s.counts["parked"], s.counts["receives"], s.counts["received"]) == (4, 4, 5)
         assert s.counts["calls"] == receives + acquires + parks + settles + hand_offs
         # job 0 ends at 10.2; its release (0.1 s) and the rest of its settle (0.4 s), the
         # cap read and the note Query (0.2 s) come before job 1 starts, with that release

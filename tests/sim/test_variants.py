@@ -108,10 +108,23 @@ class TestSharedRules:
         reverse = [j for _, j in sorted(zip(simulate(work, policy).first_start, "0123"))]
         assert order == ["0", "1", "2", "3"] and reverse == ["0", "3", "2", "1"]
 
+    def test_the_receive_size_is_the_workers(self, monkeypatch):
+        """Room for parking: one free slot, cap 1, twelve jobs. Each receive asks for the
+        slot and as many more as the last batch parked: 2, 2, 3, 4, then 5 of which one
+        is left, then an empty poll (6). Without the room, one receive per message (12)."""
+        work = [SimJob(tenant="a", arrival=0, run=10) for _ in range(12)]
+        policy = Policy(slots=2, cap=1)
+        roomy = simulate(work, policy).counts
+        monkeypatch.setattr(rules, "receive_size", lambda free, parked: min(free, 10))
+        tight = simulate(work, policy).counts
+        assert roomy["parked"] == tight["parked"] == 11
+        assert (roomy["receives"], tight["receives"]) == (6, 12)
+
     @pytest.mark.parametrize("name", ["may_take_own_slot", "why_not_borrow", "may_hand_off",
-                                      "own_first", "oldest_first", "retry_delay", "is_dead"])
+                                      "own_first", "oldest_first", "retry_delay", "is_dead",
+                                      "receive_size"])
     def test_every_rule_is_called(self, monkeypatch, name):
-        """Each of the worker's seven rules is called by a simulation that needs it."""
+        """Each of the worker's eight rules is called by a simulation that needs it."""
         calls = []
         real = getattr(rules, name)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 
@@ -21,8 +22,14 @@ from imposer.worker.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
 from tests.fixtures.jobs import record_of, request
-from tests.fixtures.workers import (FAKE, Worker, layout, loop_pass, submit_jobs,
-                                    wait_for)
+from tests.fixtures.workers import (
+    FAKE,
+    Worker,
+    layout,
+    loop_pass,
+    submit_jobs,
+    wait_for,
+)
 
 
 def host(settings, backends, clock) -> HandOff:
@@ -184,14 +191,17 @@ class TestParking:
 
     def test_a_host_reads_its_own_parked_jobs_first(self, backends, settings, clock):
         """Two hosts park one tenant's jobs in turn: each reads its own notes first, oldest
-        first, then the other's, so hosts handing off at once seldom reach for one note."""
+        first, then the other's newest first, so the owner and a host stealing its notes
+        start from opposite ends of the read and seldom reach for one note."""
         hosts = [host(settings, backends, clock) for _ in range(2)]
-        reqs = [attrs.evolve(request(), submitted_at=clock.time() - 10 + i) for i in range(4)]
+        reqs = [attrs.evolve(request(), submitted_at=clock.time() - 10 + i) for i in range(6)]
         for i, req in enumerate(reqs):
             assert hosts[i % 2].park(req, received(backends, req))
         ids = [[n.job_id for n in host.notes("acme")[0]] for host in hosts]
-        assert ids == [[reqs[0].job_id, reqs[2].job_id, reqs[1].job_id, reqs[3].job_id],
-                       [reqs[1].job_id, reqs[3].job_id, reqs[0].job_id, reqs[2].job_id]]
+        assert ids == [[reqs[0].job_id, reqs[2].job_id, reqs[4].job_id,
+                        reqs[5].job_id, reqs[3].job_id, reqs[1].job_id],
+                       [reqs[1].job_id, reqs[3].job_id, reqs[5].job_id,
+                        reqs[4].job_id, reqs[2].job_id, reqs[0].job_id]]
 
     def test_a_reparked_message_replaces_its_stale_note(self, backends, settings, clock):
         """The same job parked again (new receipt) leaves one note, with the new receipt."""
@@ -302,6 +312,34 @@ def settle_until_started(supervisor, job_id: str, what: str) -> None:
     wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
                       job_id in {j.request.job_id for j in supervisor.running.running()})[-1],
              60, what)
+
+
+@pytest.mark.slow
+class TestRoomForParking:
+    def test_beyond_the_free_slots_a_capped_tenant_is_parked_and_others_given_back(
+            self, settings, tmp_path):
+        """Messages a receive brings beyond the free slots (``receive_size``'s room for
+        parking): acme's, known at its cap, are parked without a slot or an acquire;
+        globex's, below its cap, is visible again at once for any host with a slot."""
+        with one_running_one_parked(settings, tmp_path) as (supervisor, backends, gate,
+                                                            first, parked):
+            assert supervisor.receiver.stop(30) == [], "no receive in flight takes them"
+            more = submit_jobs(supervisor.settings, tmp_path, "acme", 2, layout())
+            (quiet,) = submit_jobs(supervisor.settings, tmp_path, "globex", 1, layout())
+            messages = []
+            wait_for(lambda: (messages.extend(backends.queue.receive(10, 1, 600)),
+                              len(messages) == 3)[1], 30, "the three new messages")
+            session.CALLS.reset()
+            supervisor.dispatch.take_batch(messages, [], lambda: False)
+            calls = session.CALLS.snapshot()
+            assert supervisor.dispatch.last_batch_parks == 2
+            noted = {n.job_id for n in backends.waiting.oldest("acme")}
+            assert set(more) <= noted and parked in noted
+            assert calls.get("dynamodb.TransactWriteItems") == 2, "two parks, no acquire"
+            back = wait_for(lambda: backends.queue.receive(10, 1, 600), 30,
+                            "globex's message back in the queue")
+            assert [json.loads(m.body)["job_id"] for m in back] == [quiet]
+            assert len(supervisor.running) == 1, "nothing started without a slot"
 
 
 @pytest.mark.slow
