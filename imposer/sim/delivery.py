@@ -4,8 +4,9 @@ Delivery is that of ``imposer.aws.localstack``, SQS fair queues: visible
 messages of the groups with the fewest messages in flight first, each group
 in send order (or strict send order with ``fair_queues=False``). The receive
 runs beside the parent, as the worker's receiver thread does
-(``imposer.worker.receiver``): one at a time, for as many messages as slots
-were free when it was asked; with nothing visible it long-polls.
+(``imposer.worker.receiver``): one at a time, for a message per slot free
+when it was asked and as many more as the last batch parked
+(``policy.receive_size``); with nothing visible it long-polls.
 """
 
 from __future__ import annotations

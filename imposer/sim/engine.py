@@ -7,11 +7,13 @@ slot to its tenant's oldest parked job if another slot stays free, else owe
 the tenant that hand-off (``Refiller.wake``); then dispatch what the
 receive brought (start, park, defer or lend for each message, as
 ``imposer.worker.dispatch`` does), pay the hand-offs owed if it brought
-nothing (``Refiller.wake_idle``), and ask for as many messages as slots
-are free. Every decision is a call into ``imposer.worker.policy``: the cap
-(``may_take_own_slot``), the borrow rule (``why_not_borrow``), the hand-off
-and its owed payment (``may_hand_off``), send order (``oldest_first``),
-retry backoff (``retry_delay``) and dead-lettering (``is_dead``).
+nothing (``Refiller.wake_idle``), and ask for a message per free slot and
+as many more as the batch parked (``receive_size``). Every decision is a
+call into ``imposer.worker.policy``: the cap (``may_take_own_slot``), the
+borrow rule (``why_not_borrow``), the hand-off and its owed payment
+(``may_hand_off``), the receive's size (``receive_size``), the order of
+hand-offs (``own_first``), send order (``oldest_first``), retry backoff
+(``retry_delay``) and dead-lettering (``is_dead``).
 
 Only time and AWS are simulated. The parent does one thing at a time and
 each AWS call it makes takes ``call_seconds`` (the calls of each step are
@@ -19,7 +21,7 @@ counted as the worker makes them, see ``CALLS``; a tenant's cap is read at
 most once per ``cap_cache_seconds`` per host), so parking a backlog takes
 time, as it does for real. The receive runs beside the parent, as the
 worker's receiver thread does (``imposer.worker.receiver``): one at a time,
-for as many messages as slots were free when it was asked; it reaches SQS
+for a message per slot free when it was asked (and room for parking); it reaches SQS
 ``receive_seconds / 2`` after the ask and its answer comes back as long
 after. With nothing visible it waits up to ``poll_seconds`` (the long poll)
 for a message, and returns at once when one becomes visible; a child that

@@ -3,7 +3,7 @@
 A pass settles the children that finished (``Completer.settle``: slot freed;
 message deleted, retried after the backoff or requeued after the deferral),
 wakes their tenants' parked jobs, dispatches what the receive brought and
-asks again for as many messages as slots are free.
+asks again for a message per free slot and room for parking.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The receive side of the parent's loop: what to ask for, its back-off, and work left.
 
-The receive itself runs in a thread (``receiver``); this asks it for as many
-messages as slots are free, hands what it brought to the dispatcher, backs
-off when SQS fails for a reason that may pass, and says when the queue holds
-nothing this host could still take (``--exit-when-idle``).
+The receive itself runs in a thread (``receiver``); this asks it for a
+message per free slot and room for parking (``policy.receive_size``),
+hands what it brought to the dispatcher, backs off when SQS fails for a
+reason that may pass, and says when the queue holds nothing this host could
+still take (``--exit-when-idle``).
 """
 
 from __future__ import annotations

@@ -260,7 +260,8 @@ class Supervisor:
 
     # -- new work ---------------------------------------------------------------
     def fill_free_slots(self) -> None:
-        """Dispatch what the receiver brought; ask for as many messages as slots are free."""
+        """Dispatch what the receiver brought; ask for more (one per free slot, and room
+        for parking)."""
         self.intake.fill(self.drain.is_set, self.max_jobs)
 
     # -- the fixed stop order -----------------------------------------------------
