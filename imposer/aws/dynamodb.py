@@ -157,10 +157,10 @@ class Dynamo:
                            item=deserialize(r["Item"]) if r.get("Item") else None)
                     for r in raw
                 ]
-                logger.debug("transaction cancelled: %s (%s)", what,
-                             ", ".join(r.code for r in reasons),
-                             extra=extra("transaction_cancelled", what=what,
-                                         reasons=[r.code for r in reasons]))
+                if logger.isEnabledFor(logging.DEBUG):
+                    codes = [r.code for r in reasons]
+                    logger.debug("transaction cancelled: %s (%s)", what, ", ".join(codes),
+                                 extra=extra("transaction_cancelled", what=what, reasons=codes))
                 if any(r.code == "TransactionConflict" for r in reasons):
                     exc.response["Error"]["Code"] = "TransactionConflictException"
                     raise
