@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -31,3 +32,11 @@ class TestJobQueue:
         """Deleting by a made-up receipt handle is authorized, then refused: a BackendError."""
         with pytest.raises(BackendError, match="ReceiptHandleIsInvalid|InvalidParameterValue"):
             queue.delete("not-a-receipt")
+
+    def test_a_receive_logs_what_it_asked_and_brought_at_debug(self, queue, caplog):
+        """One message sent, up to three asked: the DEBUG line says 1 of 3, and the wait."""
+        queue.send(json.dumps({"n": 1}), "acme")
+        caplog.set_level(logging.DEBUG, logger="imposer.aws.sqs")
+        assert len(queue.receive(3, 1, 30)) == 1
+        (line,) = [r for r in caplog.records if getattr(r, "action", None) == "received"]
+        assert (line.count, line.asked, line.wait) == (1, 3, 1)
