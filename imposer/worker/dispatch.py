@@ -59,7 +59,6 @@ class Dispatcher:
         self._paused = 0
         #: True when every message of the last batch belonged to a paused tenant (cap 0).
         self.last_batch_paused = False
-        self._parks = 0
         #: Messages of the last batch parked at their tenant's cap (``policy.receive_size``).
         self.last_batch_parks = 0
         self._candidates: list[tuple[JobRequest, Received, int]] = []
@@ -77,7 +76,7 @@ class Dispatcher:
         otherwise given back at once, visible to every host again.
         """
         self.received_at = self.clock.monotonic()
-        self._paused = self._parks = 0
+        self._paused = self.last_batch_parks = 0
         for message in messages:
             if stopping():
                 self.messages.give_back(message)
@@ -89,7 +88,6 @@ class Dispatcher:
                     free.pop(0)
         self.lend_idle_slots(free, stopping)
         self.last_batch_paused = bool(messages) and self._paused == len(messages)
-        self.last_batch_parks = self._parks
 
     def park_or_give_back(self, message: Received) -> None:
         """No slot is free for *message*: park it if its tenant is known at its cap, else
@@ -99,9 +97,9 @@ class Dispatcher:
         except InvalidMessage as exc:
             self.vet.reject(message, exc)
             return
-        known = self._capped.get(request.tenant_id)
-        if known and known[0] > self.clock.monotonic() and known[1] > 0:
-            self.defer_at_cap(request, message, known[1])
+        cap = self.known_cap(request.tenant_id)
+        if cap:
+            self.defer_at_cap(request, message, cap)
         else:
             self.messages.give_back(message)
 
@@ -109,6 +107,11 @@ class Dispatcher:
         """*tenant* was found at its cap: take it to be for a second (no transaction)."""
         self._capped[tenant] = (self.clock.monotonic() + min(1.0, self.settings.defer_seconds),
                                 cap)
+
+    def known_cap(self, tenant: str) -> int | None:
+        """*tenant*'s cap if it was found at that cap less than a second ago, else None."""
+        known = self._capped.get(tenant)
+        return known[1] if known and known[0] > self.clock.monotonic() else None
 
     def known_free(self, tenant: str) -> None:
         """A slot of *tenant* was freed here: it may be below its cap again."""
@@ -162,10 +165,9 @@ class Dispatcher:
         cycling a capped backlog then costs half the calls.
         """
         tenant, job = request.tenant_id, request.job_id
-        now = self.clock.monotonic()
-        known = self._capped.get(tenant)
-        if known and known[0] > now:
-            acq = Acquisition(verdict=Verdict.AT_CAP, cap=known[1])
+        known = self.known_cap(tenant)
+        if known is not None:
+            acq = Acquisition(verdict=Verdict.AT_CAP, cap=known)
         else:
             acq = self.leases.acquire(request, self.settings.host_id, slot, message.sent_at,
                                       message.receipt)
@@ -271,7 +273,7 @@ class Dispatcher:
 
     def defer_at_cap(self, request: JobRequest, message: Received, cap: int,
                      note: str | None = None) -> None:
-        self._parks += cap > 0
+        self.last_batch_parks += cap > 0
         self.metrics.emit("cap_defer", 1, tenant_id=request.tenant_id)
         self.contention.deferred(request.tenant_id, request.job_id)
         self.rollups.deferred(request.tenant_id, self.clock.time())

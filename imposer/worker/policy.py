@@ -13,8 +13,8 @@ from typing import Iterable, Sequence, TypeVar
 T = TypeVar("T")
 
 #: A tenant's oldest parked notes one read takes (one waiting-table Query). The hand-offs
-#: after it take the next of them, so a wide read costs no more in capacity units than
-#: narrow ones; and the wider it is, the later hosts stealing from each other meet.
+#: after it take the next of them, so one read serves up to this many (its capacity units
+#: are spent once); and the wider it is, the later hosts stealing from each other meet.
 NOTES_READ = 32
 #: Messages one receive returns at most (SQS's limit).
 RECEIVE_MAX = 10

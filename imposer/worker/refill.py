@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from typing import Callable
+from typing import Callable, Iterator
 
 import attrs
 
@@ -20,6 +20,7 @@ from imposer.clock import Clock
 from imposer.errors import BackendError, InvalidMessage
 from imposer.logs import extra, guard
 from imposer.metrics import Metrics
+from imposer.models import JobRequest
 from imposer.settings import Settings
 from imposer.state.leases import LeaseStore, Successor, Verdict
 from imposer.state.waiting import Parked
@@ -107,17 +108,8 @@ class Refiller:
             return Promise.NOT_NOW, job
         if cap <= 0:
             return Promise.NOT_NOW, job
-        for note in notes:
-            if note.visible_at <= self.clock.time():
-                self.handoff.taken(note)  # its message is back in the queue by itself
-                continue
+        for note, request in self._still_parked(notes):
             if note.job_id == job.request.job_id:
-                continue
-            try:
-                request = self.dispatch.vet.parse(note.message)
-            except InvalidMessage:
-                self.handoff.waiting.drop(note)
-                self.handoff.taken(note)
                 continue
             successor = Successor(
                 request=request, sent_at=note.sent_at, cap=cap,
@@ -202,6 +194,24 @@ class Refiller:
             return False
         return bool(notes) and self._take_one(notes, free, True)
 
+    def _still_parked(self, notes: list[Parked]) -> Iterator[tuple[Parked, JobRequest]]:
+        """Each note still parked, with its job's request, as the caller goes through them.
+
+        A note whose message is visible again is left to the queue (it will be
+        received and parked anew); one whose message is invalid is dropped.
+        """
+        for note in notes:
+            if note.visible_at <= self.clock.time():
+                self.handoff.taken(note)  # its message is back in the queue by itself
+                continue
+            try:
+                request = self.dispatch.vet.parse(note.message)
+            except InvalidMessage:
+                self.handoff.waiting.drop(note)
+                self.handoff.taken(note)
+                continue
+            yield note, request
+
     def _take_one(self, notes: list[Parked], free: list[int], fresh: bool) -> bool:
         """Start the first of *notes* that is still parked; False if none was started.
 
@@ -213,17 +223,8 @@ class Refiller:
         same notes, so the next hand-off reads the live ones instead of paying
         a refused transaction for each.
         """
-        for note in notes:
-            if note.visible_at <= self.clock.time():
-                self.handoff.taken(note)  # its message is back in the queue by itself
-                continue
+        for note, request in self._still_parked(notes):
             message = note.message
-            try:
-                request = self.dispatch.vet.parse(message)
-            except InvalidMessage:
-                self.handoff.waiting.drop(note)
-                self.handoff.taken(note)
-                continue
             self.dispatch.received_at = self.clock.monotonic()
             with guard(request):
                 try:
