@@ -22,9 +22,11 @@ a page near moto's 1 MB cap) hands moto the whole partition, and a local
 secondary index the whole table, as moto alone would.
 
 Every DynamoDB request of the local stack runs under one lock, so the index
-needs none. A transaction that moto rolls back restores its deep copy of the
-table, index included: the copy shares the index's keys, which are immutable
-tuples of plain values, and copies only their containers.
+needs none. A transaction that moto cancels is undone by ``localtxn``
+through the same writes, so the index follows; where moto alone restores its
+deep copy of a table, the index comes with it (the copy shares the index's
+keys, which are immutable tuples of plain values, and copies only their
+containers).
 """
 
 from __future__ import annotations

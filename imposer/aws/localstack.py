@@ -15,8 +15,10 @@ messages are in flight too), keeping each group's own order.
 
 And moto answers a Query by sorting and filtering the whole table;
 ``localindex`` makes a Query read only its page, O(log n + limit), as DynamoDB
-does, so the stack has DynamoDB's cost shape and scale benchmarks measure
-imposer rather than moto.
+does; and ``localtxn`` makes a transaction copy the items it writes rather
+than every table it names, so its cost does not grow with history either.
+The stack has DynamoDB's cost shape, and scale benchmarks measure imposer
+rather than moto.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import threading
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from imposer.aws import localindex
+from imposer.aws import localindex, localtxn
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +84,7 @@ class LocalStack:
         if fair_queues:
             use_fair_queues()
         localindex.install()
+        localtxn.install()
         app = SerializeDynamoDB(DomainDispatcherApplication(create_backend_app))
         self.server: BaseWSGIServer = make_server(
             host, port, app, threaded=True, request_handler=_QuietHandler)
