@@ -33,13 +33,13 @@ class TransientBackendError(BackendError):
 class AcquireUncertain(BackendError):
     """An acquire's transaction failed in a way that may hide a commit (a lost reply).
 
-    ``lease`` is the lease it would have written: the caller releases it,
-    which is a no-op if the transaction never committed.
+    ``leases`` are the leases it would have written (one, or a burst's): the
+    caller releases them, which is a no-op if the transaction never committed.
     """
 
-    def __init__(self, message: str, lease: object) -> None:
+    def __init__(self, message: str, *leases: object) -> None:
         super().__init__(message)
-        self.lease = lease
+        self.leases = leases
 
 
 class LeaseLost(ImposerError):

@@ -5,7 +5,8 @@ On `imposer local` (moto behind imposer's index, so a Query reads only its
 page, as in DynamoDB), for each history size: seed N finished job
 records of 50 tenants over four weeks straight into the jobs table, their
 hourly rollups, and 20 open jobs; then time `why`, `jobs --tenant`, `stats`,
-`capacity`, the borrow view's refresh and a sweep (median of several runs,
+`capacity`, the borrow view's refresh, a sweep and one job's acquire and
+release, the worker's two transactions (median of several runs,
 in-process so interpreter start-up is not measured). Prints the table and the
 ratio of the 100k row to the 0 row against the targets (every ratio <= 1.5,
 why < 1 s and the borrow refresh < 100 ms at 100k).
@@ -167,9 +168,21 @@ def measure(size: int, repeat: int) -> dict[str, float]:
                                                quiet.append), repeat),
         "borrow refresh": timed(borrow.refresh, repeat),
         "sweep": timed(lambda: sweep(backends.leases, backends.metrics), repeat),
+        "acquire+release": timed(lambda: lease_round(backends), repeat),
     }
     print(f"  seeded {size:,} records in {seeded:.0f}s", file=sys.stderr)
     return figures
+
+
+def lease_round(backends) -> None:
+    """The worker's hot path: one job's acquire and release (two transactions)."""
+    from imposer.models import JobRequest, JobStatus
+
+    job = uuid.uuid4().hex
+    request = JobRequest(job_id=job, tenant_id=TENANTS[3], token=job, input="s3://b/in.pdf",
+                         layout={"preset": "nup-2"}, output="s3://b/out.pdf")
+    acquired = backends.leases.acquire(request, "bench", 0)
+    backends.leases.release(acquired.lease, JobStatus.SUCCEEDED, output_epoch=acquired.lease.epoch)
 
 
 def units(calls: dict[str, int], sizes: dict[str, float], jobs: int) -> tuple[float, float]:

@@ -1,9 +1,10 @@
 """The parent's dispatch of a receive's batch: start, park, defer or lend each message.
 
 As ``imposer.worker.dispatch`` does, with its rules from
-``imposer.worker.policy``: the cap (``may_take_own_slot``) behind an acquire,
-the dispatcher's memo of tenants found at their cap, the borrow rule
-(``why_not_borrow``) after the batch's own starts.
+``imposer.worker.policy``: the cap (``may_take_own_slot``) behind an acquire
+(one per tenant for a burst that fits under its cap), the dispatcher's memo
+of tenants found at their cap, the borrow rule (``why_not_borrow``) after
+the batch's own starts.
 """
 
 from __future__ import annotations
@@ -37,11 +38,36 @@ class Dispatch:
             return CALLS["cap"]
         return 0
 
+    def _bursts(self, host: Host, batch: list[int]):
+        """``take_bursts``: each tenant's jobs among those the free slots take, in one
+        transaction, if all of them (up to its cap) fit under its cap; returns the messages
+        left for one by one, and whether any started."""
+        groups: dict[str, list[int]] = {}
+        for job in batch[:len(host.free)] if len(host.free) > 1 else ():
+            tenant = self.tenant[job]
+            if not (self.policy.memo and host.capped.get(tenant, -1.0) > host.clock):
+                groups.setdefault(tenant, []).append(job)
+        taken: set[int] = set()
+        for tenant, jobs in groups.items():
+            count = min(len(jobs), len(host.free), self.cap[tenant])
+            if count < 2:
+                continue
+            yield from self._acquire(host, tenant)
+            if rules.may_take_own_slot(self.inflight[tenant] + count - 1, self.cap[tenant]):
+                for job in jobs[:count]:
+                    self._start(job, host, False)
+                    taken.add(job)
+                if count == self.cap[tenant] < len(jobs) and self.policy.memo:
+                    host.capped[tenant] = host.clock + min(MEMO_SECONDS,
+                                                           self.policy.defer_seconds)
+        return [job for job in batch if job not in taken], bool(taken)
+
     def _dispatch(self, host: Host, batch: list[int]):
         """``take_batch``: start, park, defer or lend; True if a message started or went away."""
         p, free = self.policy, host.free
-        progress, candidates = False, []
         host.parks = 0
+        batch, progress = yield from self._bursts(host, batch)
+        candidates = []
         for job in batch:
             tenant = self.tenant[job]
             cap = self.cap[tenant]

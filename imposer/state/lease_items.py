@@ -16,8 +16,16 @@ from imposer.models import JobRequest, JobStatus, Lease, counter_key
 from imposer.state.jobs import JobStore, free_to_start, mark_final, mark_open
 
 
-def take(table: str, tenant: str, cap: int, borrow: bool) -> dict[str, Any]:
-    """The counter's part of an acquire: one more below the cap, or borrowed at it."""
+def take(table: str, tenant: str, cap: int, borrow: bool, count: int = 1) -> dict[str, Any]:
+    """The counter's part of an acquire: one more below the cap, or borrowed at it; or
+    *count* more, all below the cap (a burst taken in one transaction)."""
+    if count > 1:
+        return op("Update", table, {"pk": counter_key(tenant)},
+                  update="SET inflight = if_not_exists(inflight, :zero) + :n, "
+                         "tenant_id = :t ADD ver :one",
+                  condition="attribute_not_exists(inflight) OR inflight <= :room",
+                  values={":zero": 0, ":one": 1, ":n": count, ":room": cap - count,
+                          ":t": tenant})
     if borrow:
         return op("Update", table, {"pk": counter_key(tenant)},
                   update="SET borrowed = if_not_exists(borrowed, :zero) + :one ADD ver :one",

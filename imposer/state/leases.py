@@ -26,6 +26,7 @@ from imposer.models import (
     JobRequest,
     JobStatus,
     Lease,
+    Received,
     TenantCounter,
     counter_key,
 )
@@ -88,6 +89,37 @@ class LeaseStore:
         except BackendError as exc:  # botocore's own retries gave up: committed or not?
             raise AcquireUncertain(str(exc), lease) from exc
         return Acquisition(verdict=Verdict.ACQUIRED, cap=cap, lease=lease)
+
+    def acquire_burst(self, burst: Sequence[tuple[JobRequest, Received]], host: str,
+                      slots: Sequence[int]) -> tuple[list[Lease], int]:
+        """Take slots for several jobs of one tenant in one transaction: all of them, or none.
+
+        At most the tenant's cap are taken: the leases returned (with the
+        tenant's cap) are for the first of *burst*, in order, on the first of
+        *slots*. No lease means nothing was written (the counter had no room
+        for them all, a job runs already or is final): the caller acquires
+        them one by one, which says why. One call instead of one per job when
+        a receive brings a tenant's burst (a boot, a backlog).
+        """
+        tenant = burst[0][0].tenant_id
+        cap = self.tenants.cap_for(tenant)
+        count = min(len(burst), len(slots), cap)
+        if count < 2:
+            return [], cap
+        leases, items = [], [lease_items.take(self.table, tenant, cap, False, count)]
+        for (request, message), slot in zip(burst[:count], slots):
+            leases.append(self.new_lease(request, host, slot, message.receipt))
+            items += lease_items.start(self.table, self.jobs_table, request, leases[-1],
+                                       message.sent_at)
+        try:
+            self.dynamo.transact(items, f"acquire {count} leases for {tenant}")
+        except TransactionCancelled:
+            return [], cap
+        except MissingResource:
+            raise
+        except BackendError as exc:  # botocore's own retries gave up: committed or not?
+            raise AcquireUncertain(str(exc), *leases) from exc
+        return leases, cap
 
     def new_lease(self, request: JobRequest, host: str, slot: int, receipt: str | None = None,
                   borrow: bool = False) -> Lease:

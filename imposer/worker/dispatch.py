@@ -77,7 +77,7 @@ class Dispatcher:
         """
         self.received_at = self.clock.monotonic()
         self._paused = self.last_batch_parks = 0
-        for message in messages:
+        for message in self.take_bursts(messages, free, stopping):
             if stopping():
                 self.messages.give_back(message)
                 continue
@@ -88,6 +88,46 @@ class Dispatcher:
                     free.pop(0)
         self.lend_idle_slots(free, stopping)
         self.last_batch_paused = bool(messages) and self._paused == len(messages)
+
+    def take_bursts(self, messages: list[Received], free: list[int],
+                    stopping: Callable[[], bool]) -> list[Received]:
+        """Start each tenant's burst among the messages the free slots will take, one
+        transaction per tenant; return the messages left for one-by-one handling.
+
+        A burst that cannot be taken whole (no room under the cap for all of
+        it, a job of it running or final) writes nothing and is left to the
+        one-by-one path, which says why for each job.
+        """
+        bursts: dict[str, list[tuple[JobRequest, Received]]] = {}
+        keys = set()
+        for message in messages[:len(free)] if len(free) > 1 else ():
+            if message.group_id is None:
+                continue  # (parsed once, below, so its warning is logged once)
+            try:
+                request = self.vet.parse(message)
+            except InvalidMessage:
+                continue  # rejected below
+            if request.key not in keys and self.known_cap(request.tenant_id) is None:
+                keys.add(request.key)
+                bursts.setdefault(request.tenant_id, []).append((request, message))
+        taken: set[int] = set()
+        for burst in (b for b in bursts.values() if len(b) > 1):
+            if stopping():
+                break
+            with guard(burst[0][0]):
+                try:
+                    leases, cap = self.leases.acquire_burst(burst, self.settings.host_id, free)
+                except BackendError as exc:
+                    self.acquire_failed(burst[0][0], exc, f"taking the {len(burst)} jobs of "
+                                        "its tenant's burst one by one")
+                    continue
+                for (request, message), lease in zip(burst, leases):
+                    taken.add(id(message))  # launched, or its lease given back
+                    if self.launch(request, message, [lease.slot], lease):
+                        free.remove(lease.slot)
+                if leases and len(leases) == cap < len(burst):
+                    self.known_capped(burst[0][0].tenant_id, cap)  # it just filled its cap
+        return [m for m in messages if id(m) not in taken]
 
     def park_or_give_back(self, message: Received) -> None:
         """No slot is free for *message*: park it if its tenant is known at its cap, else
@@ -117,12 +157,13 @@ class Dispatcher:
         """A slot of *tenant* was freed here: it may be below its cap again."""
         self._capped.pop(tenant, None)
 
-    def acquire_failed(self, request: JobRequest, exc: BackendError) -> None:
-        """An acquire's reply was lost or refused: undo a lease it may have committed."""
-        logger.warning("could not take job %s: %s; it will come back", request.key, exc,
+    def acquire_failed(self, request: JobRequest, exc: BackendError,
+                       then: str = "it will come back") -> None:
+        """An acquire's reply was lost or refused: undo the leases it may have committed."""
+        logger.warning("could not take job %s: %s; %s", request.key, exc, then,
                        extra=extra("acquire_error", request.tenant_id, request.job_id))
-        if isinstance(exc, AcquireUncertain):
-            self.unwind(exc.lease, "its acquire's reply was lost")
+        for lease in exc.leases if isinstance(exc, AcquireUncertain) else ():
+            self.unwind(lease, "its acquire's reply was lost")
 
     def unwind(self, lease: Lease, why: str) -> None:
         """Release a lease we hold but will not run under, so no slot leaks until its TTL."""

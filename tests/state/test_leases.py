@@ -8,8 +8,8 @@ import time
 import pytest
 
 from imposer.aws import session
-from imposer.errors import LeaseLost
-from imposer.models import JobStatus, TenantConfig
+from imposer.errors import AcquireUncertain, LeaseLost, TransientBackendError
+from imposer.models import JobStatus, Received, TenantConfig
 from imposer.state.leases import Successor, Verdict
 from imposer.state.waiting import Parked
 from imposer.worker.sweep import reclaim_host, sweep
@@ -85,6 +85,93 @@ class TestAcquire:
         assert record.status == JobStatus.RUNNING
         assert (record.host, record.slot, record.epoch) == ("hostA", 3, lease.epoch)
         assert record.queue_wait == pytest.approx(12)
+
+
+def burst(*requests, sent_at: float = 1.0e9) -> list:
+    """(request, received message) pairs, as a receive brings them."""
+    return [(req, Received(message_id=f"m-{req.job_id}", receipt=f"r-{req.job_id}",
+                           body=req.to_body(), group_id=req.tenant_id, sent_at=sent_at,
+                           receive_count=1)) for req in requests]
+
+
+class TestBurst:
+    def test_a_tenants_burst_is_one_transaction(self, backends, clock):
+        """Three jobs of one tenant: three leases on the slots given, every record running,
+        the counter at 3, in one TransactWriteItems."""
+        reqs = [request() for _ in range(3)]
+        session.CALLS.reset()
+        leases, cap = backends.leases.acquire_burst(burst(*reqs, sent_at=clock.time() - 5),
+                                                    "h", [5, 2, 7, 1])
+        assert cap == 4
+        assert session.CALLS.snapshot().get("dynamodb.TransactWriteItems") == 1
+        assert [(lease.job_id, lease.slot) for lease in leases] == \
+            [(reqs[0].job_id, 5), (reqs[1].job_id, 2), (reqs[2].job_id, 7)]
+        assert backends.leases.counters()["acme"].inflight == 3
+        for req, lease in zip(reqs, leases):
+            record = record_of(backends, req.job_id)
+            assert (record.status, record.epoch, record.slot) == \
+                (JobStatus.RUNNING, lease.epoch, lease.slot)
+            assert record.queue_wait == pytest.approx(5)
+        assert {lease.receipt for lease in leases} == {f"r-{r.job_id}" for r in reqs}
+
+    def test_at_most_the_cap_is_taken_and_the_rest_left(self, backends):
+        """Six jobs at the default cap 4: the first four are leased, the last two are not."""
+        reqs = [request() for _ in range(6)]
+        leases, _ = backends.leases.acquire_burst(burst(*reqs), "h", list(range(8)))
+        assert [lease.job_id for lease in leases] == [r.job_id for r in reqs[:4]]
+        assert backends.leases.counters()["acme"].inflight == 4
+        assert record_of(backends, reqs[4].job_id) is None
+
+    def test_no_room_for_all_writes_nothing(self, backends):
+        """Three running, two more asked (cap 4): no lease and no record is written, and
+        one by one the first is acquired and the second is at cap."""
+        for i in range(3):
+            backends.leases.acquire(request(), "h", i)
+        reqs = [request(), request()]
+        assert backends.leases.acquire_burst(burst(*reqs), "h", [3, 4]) == ([], 4)
+        assert backends.leases.counters()["acme"].inflight == 3
+        assert [record_of(backends, r.job_id) for r in reqs] == [None, None]
+        assert [backends.leases.acquire(r, "h", 3).verdict for r in reqs] == \
+            [Verdict.ACQUIRED, Verdict.AT_CAP]
+
+    def test_a_job_running_elsewhere_writes_nothing(self, backends):
+        """One job of the burst already runs on another host: nothing is written (the one by
+        one path then says RUNNING for it and acquires the other)."""
+        running, fresh = request(), request()
+        holder = backends.leases.acquire(running, "other", 0).lease
+        assert backends.leases.acquire_burst(burst(fresh, running), "h", [0, 1]) == ([], 4)
+        assert backends.leases.counters()["acme"].inflight == 1
+        assert record_of(backends, running.job_id).epoch == holder.epoch
+        assert record_of(backends, fresh.job_id) is None
+
+    def test_a_single_job_or_a_cap_of_one_is_not_a_burst(self, backends):
+        backends.tenants.put(TenantConfig(tenant_id="globex", cap=1))
+        assert backends.leases.acquire_burst(burst(request()), "h", [0, 1]) == ([], 4)
+        two = burst(request("globex"), request("globex"))
+        assert backends.leases.acquire_burst(two, "h", [0, 1]) == ([], 1)
+        assert backends.leases.acquire_burst(burst(request(), request()), "h", [0]) == ([], 4)
+        assert backends.leases.counters() == {}
+
+    def test_a_lost_reply_names_every_lease_it_may_have_written(self, backends, monkeypatch):
+        """The transaction committed but its reply was lost: AcquireUncertain carries all
+        the burst's leases, and releasing them gives every slot back."""
+        real = backends.dynamo.transact
+
+        def commit_then_lose(items, what, token=None):
+            real(items, what, token=token)
+            raise TransientBackendError("TransactWriteItems: read timeout")
+
+        monkeypatch.setattr(backends.dynamo, "transact", commit_then_lose)
+        reqs = [request(), request()]
+        with pytest.raises(AcquireUncertain) as lost:
+            backends.leases.acquire_burst(burst(*reqs), "h", [0, 1])
+        monkeypatch.undo()
+        assert [lease.job_id for lease in lost.value.leases] == [r.job_id for r in reqs]
+        assert backends.leases.counters()["acme"].inflight == 2
+        for lease in lost.value.leases:
+            backends.leases.release(lease, JobStatus.QUEUED, wait_reason="not started")
+        assert backends.leases.counters()["acme"].inflight == 0
+        assert backends.leases.leases() == []
 
 
 class TestFencing:
