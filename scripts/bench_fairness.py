@@ -7,8 +7,8 @@ pdfToolbox; deferral 1 s, park window 300 s, lease TTL 600 s, heartbeat = the me
 * mixed  one noisy tenant bursts 100 jobs at t=0, two quiet tenants send 5 each at t=3 s
          (median 2 s);
 * lone   the noisy tenant's 100 jobs alone (median 2 s);
-* long   long jobs: the heavy tenant's 60 jobs alone for 20 s, then two quiet tenants
-         send 3 each (median 4 s);
+* long   long jobs: the heavy tenant's 60 jobs alone for 20 s, then four quiet tenants
+         send 5 each (median 4 s; 20 quiet jobs, so that their p95 is not one job's wait);
 * late   mixed, with the quiet tenants at t=12 s, after the noisy backlog is parked.
 
 Policies, each a real `imposer run` (fake pdfToolbox sleeping each job's run
@@ -71,7 +71,7 @@ NOISY = "noisy"
 WORKLOADS = {
     "mixed": ("noisy=100@0,quiet=5x2@3", 2.0, 7),
     "lone": ("noisy=100@0", 2.0, 8),
-    "long": ("noisy=60@0,quiet=3x2@20", 4.0, 9),
+    "long": ("noisy=60@0,quiet=5x4@20", 4.0, 9),
     "late": ("noisy=100@0,quiet=5x2@12", 2.0, 7),
 }
 #: (run name, workload, policy, hosts, slots per host), in the order they run.
