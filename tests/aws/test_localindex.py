@@ -81,21 +81,10 @@ SCHEMAS = {None: ("pk", "sk", "N"), "by-at": ("g", "at", "S"), "by-n": ("g", "n"
 OPS = ("=", "<", "<=", ">", ">=", "BETWEEN", "begins_with")
 
 
-@pytest.fixture(scope="module")
-def stack():
-    """An in-process local stack (the index installed in this process), so a test can also
-    ask moto without it."""
-    from imposer.aws.localstack import LocalStack
-
-    served = LocalStack(fair_queues=False).start()
-    yield served
-    served.stop()
-
-
 @pytest.fixture
-def paged(stack):
+def paged(inprocess_stack):
     """A table with a numeric sort key and three indexes: string and number sort keys, none."""
-    client = boto3.client("dynamodb", endpoint_url=stack.url, region_name="us-east-1",
+    client = boto3.client("dynamodb", endpoint_url=inprocess_stack.url, region_name="us-east-1",
                           aws_access_key_id="testing", aws_secret_access_key="testing")
     name = f"pages-{uuid.uuid4().hex[:8]}"
     attr = [{"AttributeName": a, "AttributeType": t}

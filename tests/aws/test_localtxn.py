@@ -9,19 +9,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 
-@pytest.fixture(scope="module")
-def stack():
-    """An in-process local stack, so a test can look at moto's tables themselves."""
-    from imposer.aws.localstack import LocalStack
-
-    served = LocalStack(fair_queues=False).start()
-    yield served
-    served.stop()
-
-
 @pytest.fixture
-def table(stack):
-    client = boto3.client("dynamodb", endpoint_url=stack.url, region_name="us-east-1",
+def table(inprocess_stack):
+    client = boto3.client("dynamodb", endpoint_url=inprocess_stack.url, region_name="us-east-1",
                           aws_access_key_id="testing", aws_secret_access_key="testing")
     name = f"txn-{uuid.uuid4().hex[:8]}"
     client.create_table(
