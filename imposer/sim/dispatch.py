@@ -57,7 +57,7 @@ class Dispatch:
                 for job in jobs[:count]:
                     self._start(job, host, False)
                     taken.add(job)
-                if count == self.cap[tenant] < len(jobs) and self.policy.memo:
+                if count == self.cap[tenant] and self.policy.memo:  # it filled its cap
                     host.capped[tenant] = host.clock + min(MEMO_SECONDS,
                                                            self.policy.defer_seconds)
         return [job for job in batch if job not in taken], bool(taken)

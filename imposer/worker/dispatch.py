@@ -125,8 +125,8 @@ class Dispatcher:
                     taken.add(id(message))  # launched, or its lease given back
                     if self.launch(request, message, [lease.slot], lease):
                         free.remove(lease.slot)
-                if leases and len(leases) == cap < len(burst):
-                    self.known_capped(burst[0][0].tenant_id, cap)  # it just filled its cap
+                if leases and len(leases) == cap:  # it has just filled its cap
+                    self.known_capped(burst[0][0].tenant_id, cap)
         return [m for m in messages if id(m) not in taken]
 
     def park_or_give_back(self, message: Received) -> None:

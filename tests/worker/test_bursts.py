@@ -115,3 +115,20 @@ class TestBursts:
         assert backends.leases.counters()["acme"].inflight == 3
         assert {job.lease.epoch for job in supervisor.running.running()} == \
             {lease.epoch for lease in leases}, "each runs under its one-by-one lease"
+
+    def test_a_burst_that_fills_the_cap_parks_the_tenants_next_without_a_slot(
+            self, gated, tmp_path):
+        """Four free slots, acme (cap 4) brings five: the burst takes four and fills the
+        cap, so the fifth, beyond the free slots, is parked (no acquire) instead of being
+        given back to the queue for a host that could not start it either."""
+        supervisor, backends, gate = gated
+        jobs = submit_jobs(supervisor.settings, tmp_path, "acme", 5, layout(fake_until=gate))
+        by_job = receive_all(backends, 5)
+        session.CALLS.reset()
+        supervisor.dispatch.take_batch([by_job[j][0] for j in jobs],
+                                       supervisor.pool.free()[:4], lambda: False)
+        calls = session.CALLS.snapshot()
+        assert set(running(supervisor)) == set(jobs[:4])
+        assert [n.job_id for n in backends.waiting.oldest("acme")] == [jobs[4]]
+        assert calls.get("dynamodb.TransactWriteItems") == 2, "the burst and the park"
+        assert backends.queue.receive(10, 0, 60) == [], "nothing was given back"
