@@ -8,12 +8,18 @@ Each lease's items are fenced on its epoch: a reclaimed attempt writes nothing.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from imposer.aws.dynamodb import op
 from imposer.aws.expressions import Update
 from imposer.models import JobRequest, JobStatus, Lease, counter_key
 from imposer.state.jobs import JobStore, free_to_start, mark_final, mark_open
+
+
+def request_token(epoch: str, step: str) -> str:
+    """Return the ClientRequestToken of one step of one attempt: the same on every try."""
+    return hashlib.blake2s(f"{epoch}/{step}".encode(), digest_size=16).hexdigest()
 
 
 def take(table: str, tenant: str, cap: int, borrow: bool, count: int = 1) -> dict[str, Any]:

@@ -9,7 +9,7 @@ same TransactWriteItems, so ``inflight`` always equals the live leases; the
 
 from __future__ import annotations
 
-import hashlib
+import collections
 import logging
 import uuid
 from typing import Any, Sequence
@@ -22,7 +22,6 @@ from imposer.clock import Clock, SystemClock
 from imposer.errors import AcquireUncertain, BackendError, LeaseLost, MissingResource
 from imposer.logs import extra
 from imposer.models import (
-    FINAL_STATUSES,
     JobRequest,
     JobStatus,
     Lease,
@@ -32,15 +31,11 @@ from imposer.models import (
 )
 from imposer.state import lease_items
 from imposer.state.jobs import JobStore
+from imposer.state.lease_items import request_token
 from imposer.state.tenants import TenantStore
-from imposer.state.verdicts import Acquisition, Successor, Verdict
+from imposer.state.verdicts import Acquisition, Successor, Verdict, why_refused
 
 logger = logging.getLogger(__name__)
-
-
-def request_token(epoch: str, step: str) -> str:
-    """Return the ClientRequestToken of one step of one attempt: the same on every try."""
-    return hashlib.blake2s(f"{epoch}/{step}".encode(), digest_size=16).hexdigest()
 
 
 def table_spec(name: str) -> TableSpec:
@@ -80,26 +75,19 @@ class LeaseStore:
         lease = self.new_lease(request, host, slot, receipt, borrow)
         items = [lease_items.take(self.table, tenant, cap, borrow),
                  *lease_items.start(self.table, self.jobs_table, request, lease, sent_at), *also]
-        try:
-            self.dynamo.transact(items, f"acquire lease for {request.key}")
-        except TransactionCancelled as exc:
-            return self._why_not(exc, cap, now)
-        except MissingResource:
-            raise
-        except BackendError as exc:  # botocore's own retries gave up: committed or not?
-            raise AcquireUncertain(str(exc), lease) from exc
+        refused = self._transact_acquire(items, f"acquire lease for {request.key}", [lease])
+        if refused is not None:
+            return why_refused(refused, cap, now)
         return Acquisition(verdict=Verdict.ACQUIRED, cap=cap, lease=lease)
 
     def acquire_burst(self, burst: Sequence[tuple[JobRequest, Received]], host: str,
                       slots: Sequence[int]) -> tuple[list[Lease], int]:
-        """Take slots for several jobs of one tenant in one transaction: all of them, or none.
+        """Take slots for up to the cap of one tenant's jobs in one transaction: all, or none.
 
-        At most the tenant's cap are taken: the leases returned (with the
-        tenant's cap) are for the first of *burst*, in order, on the first of
-        *slots*. No lease means nothing was written (the counter had no room
-        for them all, a job runs already or is final): the caller acquires
-        them one by one, which says why. One call instead of one per job when
-        a receive brings a tenant's burst (a boot, a backlog).
+        Returns the leases (for the first of *burst*, in order, on the first
+        of *slots*) and the tenant's cap. No lease: nothing was written (no
+        room under the cap for them all, a job running or final), and the
+        caller acquires them one by one, which says why.
         """
         tenant = burst[0][0].tenant_id
         cap = self.tenants.cap_for(tenant)
@@ -111,15 +99,23 @@ class LeaseStore:
             leases.append(self.new_lease(request, host, slot, message.receipt))
             items += lease_items.start(self.table, self.jobs_table, request, leases[-1],
                                        message.sent_at)
-        try:
-            self.dynamo.transact(items, f"acquire {count} leases for {tenant}")
-        except TransactionCancelled:
+        if self._transact_acquire(items, f"acquire {count} leases for {tenant}", leases):
             return [], cap
+        return leases, cap
+
+    def _transact_acquire(self, items: list[dict[str, Any]], what: str,
+                          leases: list[Lease]) -> TransactionCancelled | None:
+        """Run an acquire's transaction: its cancellation, or None once committed. An error
+        botocore's retries gave up on may hide a commit: AcquireUncertain, with *leases*."""
+        try:
+            self.dynamo.transact(items, what)
+        except TransactionCancelled as exc:
+            return exc
         except MissingResource:
             raise
-        except BackendError as exc:  # botocore's own retries gave up: committed or not?
+        except BackendError as exc:
             raise AcquireUncertain(str(exc), *leases) from exc
-        return leases, cap
+        return None
 
     def new_lease(self, request: JobRequest, host: str, slot: int, receipt: str | None = None,
                   borrow: bool = False) -> Lease:
@@ -128,29 +124,6 @@ class LeaseStore:
         return Lease(tenant_id=request.tenant_id, job_id=request.job_id, host=host, slot=slot,
                      epoch=uuid.uuid4().hex, acquired_at=now, expires_at=now + self.ttl,
                      receipt=receipt, borrowed=borrow)
-
-    def _why_not(self, exc: TransactionCancelled, cap: int, now: float) -> Acquisition:
-        if len(exc.reasons) < 3:
-            raise BackendError(f"unexpected cancellation: {exc}")
-        counter, lease, job = exc.reasons[:3]
-        if any(r.failed for r in exc.reasons[3:]):
-            # the parked note it claims is gone: whoever took it owns the job and its
-            # message, however far the job got (a host whose read of the notes is stale)
-            return Acquisition(verdict=Verdict.CLAIMED, cap=cap)
-        if job.failed and job.item and job.item.get("status") in FINAL_STATUSES:
-            return Acquisition(verdict=Verdict.DONE, cap=cap, status=job.item["status"],
-                               output_epoch=job.item.get("output_epoch"))
-        if lease.failed:
-            holder = Lease.from_item(lease.item) if lease.item else None
-            stale = holder is not None and holder.expires_at < now
-            return Acquisition(verdict=Verdict.STALE if stale else Verdict.RUNNING,
-                               cap=cap, holder=holder)
-        if job.failed:
-            # Running without a lease item: a reclaim is racing us; treat as running.
-            return Acquisition(verdict=Verdict.RUNNING, cap=cap)
-        if counter.failed:  # (when borrowing: no longer at cap, take an own slot instead)
-            return Acquisition(verdict=Verdict.AT_CAP, cap=cap)
-        raise BackendError(f"acquire cancelled for no known reason: {exc}")
 
     # -- renew and release -------------------------------------------------
     def renew(self, lease: Lease) -> Lease:
@@ -305,16 +278,11 @@ class LeaseStore:
         makes the fix a no-op instead of a corruption. Own (capped) and
         borrowed leases are counted apart; the figures returned are their sums.
         """
-        counters = self.counters()
-        if tenant is not None:
-            counters = {t: c for t, c in counters.items() if t == tenant}
-        live: dict[tuple[str, bool], int] = {}
-        for lease in self.leases():
-            key = (lease.tenant_id, lease.borrowed)
-            live[key] = live.get(key, 0) + 1
+        counters = {t: c for t, c in self.counters().items() if tenant in (None, t)}
+        live = collections.Counter((lease.tenant_id, lease.borrowed) for lease in self.leases())
         fixed = {}
         for name, counter in counters.items():
-            own, lent = live.get((name, False), 0), live.get((name, True), 0)
+            own, lent = live[(name, False)], live[(name, True)]
             have_own, have_lent = counter.inflight, counter.borrowed
             if (own, lent) == (have_own, have_lent):
                 continue

@@ -1,6 +1,7 @@
 """What a lease transaction answers: an acquire's verdict, and a hand-over's successor.
 
-Values only, shared by the lease store, the worker and ``imposer why``.
+Values, and how a cancelled acquire's reasons become one (``why_refused``),
+shared by the lease store, the worker and ``imposer why``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from typing import Any
 
 import attrs
 
-from imposer.models import JobRequest, Lease
+from imposer.aws.dynamodb import TransactionCancelled
+from imposer.errors import BackendError
+from imposer.models import FINAL_STATUSES, JobRequest, Lease
 
 
 class Verdict(str, enum.Enum):
@@ -55,3 +58,32 @@ class Successor:
     cap: int
     #: The transaction item that claims its parked note.
     claim: dict[str, Any] = attrs.field(eq=False, repr=False)
+
+
+def why_refused(exc: TransactionCancelled, cap: int, now: float) -> Acquisition:
+    """The verdict of a cancelled acquire, read from its items' cancellation reasons.
+
+    The items are the counter's, the lease's and the job record's, then any
+    that must commit with them (the claim of a parked note).
+    """
+    if len(exc.reasons) < 3:
+        raise BackendError(f"unexpected cancellation: {exc}")
+    counter, lease, job = exc.reasons[:3]
+    if any(r.failed for r in exc.reasons[3:]):
+        # the parked note it claims is gone: whoever took it owns the job and its
+        # message, however far the job got (a host whose read of the notes is stale)
+        return Acquisition(verdict=Verdict.CLAIMED, cap=cap)
+    if job.failed and job.item and job.item.get("status") in FINAL_STATUSES:
+        return Acquisition(verdict=Verdict.DONE, cap=cap, status=job.item["status"],
+                           output_epoch=job.item.get("output_epoch"))
+    if lease.failed:
+        holder = Lease.from_item(lease.item) if lease.item else None
+        stale = holder is not None and holder.expires_at < now
+        return Acquisition(verdict=Verdict.STALE if stale else Verdict.RUNNING,
+                           cap=cap, holder=holder)
+    if job.failed:
+        # Running without a lease item: a reclaim is racing us; treat as running.
+        return Acquisition(verdict=Verdict.RUNNING, cap=cap)
+    if counter.failed:  # (when borrowing: no longer at cap, take an own slot instead)
+        return Acquisition(verdict=Verdict.AT_CAP, cap=cap)
+    raise BackendError(f"acquire cancelled for no known reason: {exc}")

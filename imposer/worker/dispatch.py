@@ -12,16 +12,14 @@ from typing import Callable
 
 from imposer.aws.s3 import Storage
 from imposer.clock import Clock
-from imposer.errors import AcquireUncertain, BackendError, InvalidMessage, LeaseLost
+from imposer.errors import BackendError, InvalidMessage
 from imposer.logs import extra, guard
 from imposer.metrics import Metrics
 from imposer.models import (
     JobRequest,
     JobStatus,
-    Lease,
     Received,
     S3Uri,
-    TaskSpec,
 )
 from imposer.settings import Settings
 from imposer.state.jobs import JobStore
@@ -30,11 +28,12 @@ from imposer.worker import sweep as sweeping
 from imposer.worker.borrowing import BorrowPolicy
 from imposer.worker.contention import ContentionMeter
 from imposer.worker.handoff import HandOff
+from imposer.worker.launch import Launcher
 from imposer.worker.messages import Messages
 from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.pool import Pool
 from imposer.worker.rollup import RollupRecorder
-from imposer.worker.running import Running, RunningTable
+from imposer.worker.running import RunningTable
 from imposer.worker.vetting import Vetting
 
 logger = logging.getLogger(__name__)
@@ -51,11 +50,11 @@ class Dispatcher:
         self.settings = settings
         self.leases, self.jobs, self.messages, self.metrics = leases, jobs, messages, metrics
         self.storage, self.rollups, self.handoff = storage, rollups, handoff
-        self.pool, self.running = pool, running
-        self.contention, self.borrowing, self.overrun = contention, borrowing, overrun
+        self.contention, self.borrowing = contention, borrowing
         self.clock = clock
-        self.started = 0
-        self.received_at = 0.0
+        self.launcher = Launcher(settings, leases=leases, pool=pool, running=running,
+                                 rollups=rollups, contention=contention, overrun=overrun,
+                                 metrics=metrics, clock=clock)
         self._paused = 0
         #: True when every message of the last batch belonged to a paused tenant (cap 0).
         self.last_batch_paused = False
@@ -75,7 +74,7 @@ class Dispatcher:
         if its tenant is known to be at its cap (no slot, no transaction), and
         otherwise given back at once, visible to every host again.
         """
-        self.received_at = self.clock.monotonic()
+        self.launcher.received_at = self.clock.monotonic()
         self._paused = self.last_batch_parks = 0
         for message in self.take_bursts(messages, free, stopping):
             if stopping():
@@ -118,12 +117,12 @@ class Dispatcher:
                 try:
                     leases, cap = self.leases.acquire_burst(burst, self.settings.host_id, free)
                 except BackendError as exc:
-                    self.acquire_failed(burst[0][0], exc, f"taking the {len(burst)} jobs of "
-                                        "its tenant's burst one by one")
+                    self.launcher.acquire_failed(burst[0][0], exc, f"taking the {len(burst)} "
+                                                 "jobs of its tenant's burst one by one")
                     continue
                 for (request, message), lease in zip(burst, leases):
                     taken.add(id(message))  # launched, or its lease given back
-                    if self.launch(request, message, [lease.slot], lease):
+                    if self.launcher.launch(request, message, [lease.slot], lease):
                         free.remove(lease.slot)
                 if leases and len(leases) == cap:  # it has just filled its cap
                     self.known_capped(burst[0][0].tenant_id, cap)
@@ -157,25 +156,6 @@ class Dispatcher:
         """A slot of *tenant* was freed here: it may be below its cap again."""
         self._capped.pop(tenant, None)
 
-    def acquire_failed(self, request: JobRequest, exc: BackendError,
-                       then: str = "it will come back") -> None:
-        """An acquire's reply was lost or refused: undo the leases it may have committed."""
-        logger.warning("could not take job %s: %s; %s", request.key, exc, then,
-                       extra=extra("acquire_error", request.tenant_id, request.job_id))
-        for lease in exc.leases if isinstance(exc, AcquireUncertain) else ():
-            self.unwind(lease, "its acquire's reply was lost")
-
-    def unwind(self, lease: Lease, why: str) -> None:
-        """Release a lease we hold but will not run under, so no slot leaks until its TTL."""
-        try:
-            self.leases.release(lease, JobStatus.QUEUED, wait_reason=f"not started: {why}")
-        except LeaseLost:
-            pass  # it never committed, or the sweep took it already
-        except BackendError as exc:
-            logger.warning("could not give back the lease of %s (%s); the sweep will, when it "
-                           "expires", lease.job_id, exc,
-                           extra=extra("release_error", lease.tenant_id, lease.job_id))
-
     def give_back_parked(self) -> int:
         """On stop: make the messages this host parked visible again for the others."""
         return self.handoff.give_back_mine()
@@ -190,7 +170,7 @@ class Dispatcher:
         try:
             return self.start(request, message, slot)
         except BackendError as exc:
-            self.acquire_failed(request, exc)
+            self.launcher.acquire_failed(request, exc)
             try:
                 self.messages.defer(request, message)
             except BackendError:
@@ -215,7 +195,7 @@ class Dispatcher:
             if acq.verdict == Verdict.AT_CAP:
                 self.known_capped(tenant, acq.cap)
         if acq.verdict == Verdict.ACQUIRED:
-            return self.launch(request, message, [slot], acq.lease)
+            return self.launcher.launch(request, message, [slot], acq.lease)
         if acq.verdict == Verdict.AT_CAP:
             self._paused += acq.cap <= 0
             if self.settings.borrow and acq.cap > 0:
@@ -265,52 +245,14 @@ class Dispatcher:
                         acq = self.leases.acquire(request, self.settings.host_id, free[0],
                                                   message.sent_at, message.receipt, borrow=True)
                     except BackendError as exc:
-                        self.acquire_failed(request, exc)
+                        self.launcher.acquire_failed(request, exc)
                         continue  # its message comes back when its visibility runs out
                     if acq.verdict == Verdict.ACQUIRED:
-                        if self.launch(request, message, free, acq.lease):
+                        if self.launcher.launch(request, message, free, acq.lease):
                             self.metrics.emit("borrowed", 1, tenant_id=request.tenant_id)
                         continue
                     why_not = "the tenant dropped below its cap meanwhile"
                 self.defer_at_cap(request, message, cap, f"not borrowing: {why_not}")
-
-    def launch(self, request: JobRequest, message: Received, free: list[int],
-               lease: Lease) -> bool:
-        """Hand a leased job to the pool in ``free[0]`` and account its queue wait.
-
-        An acquire that took longer than a third of the lease TTL (a stalled
-        AWS) renews the lease first, so the sweep never reclaims a job that
-        is only starting; if it cannot, the lease is given back and the
-        message waits for its next delivery. False when not launched.
-        """
-        if lease.expires_at - self.clock.time() < (2 / 3) * self.settings.lease_ttl_seconds:
-            try:
-                lease = self.leases.renew(lease)
-            except (LeaseLost, BackendError) as exc:
-                logger.warning("job %s: lease nearly expired by a slow acquire and not renewed "
-                               "(%s); not starting it", request.key, exc,
-                               extra=extra("acquire_slow", request.tenant_id, request.job_id))
-                self.unwind(lease, "its acquire was too slow")
-                return False
-        slot = free.pop(0)
-        wait = max(0.0, lease.acquired_at - (request.submitted_at or message.sent_at))
-        self.running.add(Running(slot=slot, request=request, message=message, lease=lease,
-                                 started=self.clock.monotonic(), received=self.received_at))
-        self.pool.submit(slot, TaskSpec(
-            request=request, timeout=self.overrun.tool_timeout, epoch=lease.epoch,
-            upload_to=request.attempt_uri(lease.epoch), workdir=str(self.pool.slot_dir(slot)),
-            owner=self.pool.owner(slot)))
-        self.rollups.job_started(request.tenant_id, wait, lease.acquired_at)
-        self.contention.started(request.job_id)
-        self.started += 1
-        dispatch_ms = 1000 * (self.clock.monotonic() - self.received_at)
-        self.metrics.emit("queue_wait", round(wait, 3), tenant_id=request.tenant_id)
-        logger.info("started job %s on slot %s after %.1fs in queue%s", request.job_id, slot,
-                    wait, " (borrowed slot)" if lease.borrowed else "",
-                    extra=extra("job_started", request.tenant_id, request.job_id, slot=slot,
-                                queue_wait=wait, borrowed=lease.borrowed,
-                                dispatch_ms=round(dispatch_ms, 2)))
-        return True
 
     def defer_at_cap(self, request: JobRequest, message: Received, cap: int,
                      note: str | None = None) -> None:

@@ -76,7 +76,7 @@ class Intake:
             return
         want = policy.receive_size(len(free), self.dispatch.last_batch_parks)
         if max_jobs is not None:
-            want = min(want, max_jobs - self.dispatch.started)
+            want = min(want, max_jobs - self.dispatch.launcher.started)
         if want > 0:  # a hand-off owed is paid by an empty receive: no need to wait for one
             self.receiver.ask(want, poll=not self.refill.owes)
 

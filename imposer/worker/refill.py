@@ -137,23 +137,23 @@ class Refiller:
             self.handoff.forget(note.tenant_id)  # as stale, so the next hand-off reads anew
             return False
         request, lease, message = successor.request, successor.lease, note.message
-        self.dispatch.received_at = self.clock.monotonic()
+        self.dispatch.launcher.received_at = self.clock.monotonic()
         with guard(request):
             free = self.pool.free()
             if slot in free:
                 free = [slot]
             if stopping() or not free:
-                self.dispatch.unwind(lease, "the worker is stopping" if stopping()
+                self.dispatch.launcher.unwind(lease, "the worker is stopping" if stopping()
                                      else "no free slot")
                 self.messages.give_back(message)
                 return True
             if self.messages.due(message):
                 held = self.messages.hold(message)
                 if held is None:
-                    self.dispatch.unwind(lease, "its parked message is gone")
+                    self.dispatch.launcher.unwind(lease, "its parked message is gone")
                     return True
                 message = held
-            if self.dispatch.launch(request, message, free, lease):
+            if self.dispatch.launcher.launch(request, message, free, lease):
                 self.metrics.emit("handed_off", 1, tenant_id=request.tenant_id)
         return True
 
@@ -225,24 +225,24 @@ class Refiller:
         """
         for note, request in self._still_parked(notes):
             message = note.message
-            self.dispatch.received_at = self.clock.monotonic()
+            self.dispatch.launcher.received_at = self.clock.monotonic()
             with guard(request):
                 try:
                     acq = self.leases.acquire(request, self.settings.host_id, free[0],
                                               message.sent_at, message.receipt,
                                               also=[self.handoff.waiting.claim_op(note)])
                 except BackendError as exc:
-                    self.dispatch.acquire_failed(request, exc)
+                    self.dispatch.launcher.acquire_failed(request, exc)
                     return False  # the note stays; its message returns when its window ends
                 if acq.verdict == Verdict.ACQUIRED:
                     self.handoff.taken(note)
                     if self.messages.due(message):
                         held = self.messages.hold(message)
                         if held is None:
-                            self.dispatch.unwind(acq.lease, "its parked message is gone")
+                            self.dispatch.launcher.unwind(acq.lease, "its parked message is gone")
                             return False
                         message = held
-                    if not self.dispatch.launch(request, message, free, acq.lease):
+                    if not self.dispatch.launcher.launch(request, message, free, acq.lease):
                         return False
                     self.metrics.emit("handed_off", 1, tenant_id=request.tenant_id)
                     return True

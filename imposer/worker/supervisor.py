@@ -169,7 +169,7 @@ class Supervisor:
         return True
 
     def done_enough(self) -> bool:
-        if self.max_jobs is not None and self.dispatch.started >= self.max_jobs:
+        if self.max_jobs is not None and self.dispatch.launcher.started >= self.max_jobs:
             return True
         return self.exit_when_idle and not len(self.running) and self.intake.idle()
 
@@ -291,6 +291,6 @@ class Supervisor:
         returned = self.dispatch.give_back_parked()
         self.rollups.flush()
         logger.info("stopped (started %s job(s); %s parked message(s) given back)",
-                    self.dispatch.started, returned,
-                    extra=extra("stopped", started=self.dispatch.started,
+                    self.dispatch.launcher.started, returned,
+                    extra=extra("stopped", started=self.dispatch.launcher.started,
                                 aws_calls=session.CALLS.snapshot()))
