@@ -1,15 +1,17 @@
 """Hand-offs: a freed slot goes to its tenant's oldest parked job, or is owed to it.
 
-``Refiller.wake`` hands the slot over at once if another slot stays free
-(``may_hand_off``), else owes the tenant that hand-off; a receive that comes
-back empty pays what is owed, oldest tenant first (``Refiller.wake_idle``).
+``Refiller.promise_slot`` hands the slot over with its release if another
+slot stays free (``may_hand_off``), or, for the host's last free slot, if a
+look at the queue (``Intake.look``) finds nothing another tenant could start;
+else the tenant is owed that hand-off, and a receive that comes back empty
+pays what is owed, oldest tenant first (``Refiller.wake_idle``).
 """
 
 from __future__ import annotations
 
 import heapq
 
-from imposer.sim.state import CALLS, MEMO_SECONDS, PARKED, Host
+from imposer.sim.state import CALLS, MEMO_SECONDS, PARKED, RX_NONE, Host
 from imposer.worker import policy as rules
 
 
@@ -22,13 +24,23 @@ class HandOffs:
 
     def _wake(self, host: Host, tenant: str):
         """``Refiller.promise_slot`` and ``wake``: one parked job of the tenant takes the
-        freed slot, started by the release's own transaction, or is owed it."""
+        freed slot, started by the release's own transaction, or is owed it.
+
+        The host's last free slot is handed over only if a look at the queue
+        finds nothing another tenant could start (``Intake.look``; not while
+        a receive is outstanding)."""
         host.capped.pop(tenant, None)
-        if rules.may_hand_off(len(host.free)):
+        free = len(host.free)
+        if rules.may_hand_off(free):
             yield from self._hand_off(host, tenant, with_release=True)
-        else:
-            host.owed[tenant] = min(self.policy.slots, host.owed.get(tenant, 0) + 1)
-            self.counts["owed"] += 1
+            return
+        if host.rx == RX_NONE and rules.may_hand_off(free, True) and self._parked(tenant):
+            empty = yield from self._look(host, tenant)
+            if rules.may_hand_off(free, queue_empty=empty):
+                yield from self._hand_off(host, tenant, with_release=True)
+                return
+        host.owed[tenant] = min(self.policy.slots, host.owed.get(tenant, 0) + 1)
+        self.counts["owed"] += 1
 
     def _wake_idle(self, host: Host):
         """``Refiller.wake_idle``: the receive came back empty; pay what is owed, oldest first."""
@@ -45,6 +57,27 @@ class HandOffs:
                     owed.pop(tenant, None)
             if not owed.get(tenant):
                 owed.pop(tenant, None)
+
+    def _parked(self, tenant: str) -> bool:
+        """The tenant has a parked job (``promise_slot`` finds one in its notes)."""
+        return any(self._live(note) for note in self.notes.get(tenant, ()))
+
+    def _look(self, host: Host, tenant: str):
+        """``Intake.look``: a receive that does not wait, on the parent's own time; True if
+        it brought nothing another tenant could start here. What it brought is dispatched
+        with the pass's receive (``fill``)."""
+        self.counts["receives"] += 1
+        self.counts["calls"] += CALLS["receive"]
+        host.clock += self.policy.receive_seconds / 2
+        if self._behind(host):
+            yield  # SQS has it: it takes what is visible then
+        batch = self._take(rules.receive_size(len(host.free), host.parks))
+        host.clock += self.policy.receive_seconds / 2
+        host.looked.extend(batch)
+        memo = self.policy.memo
+        return all(self.tenant[job] == tenant or
+                   (memo and host.capped.get(self.tenant[job], -1.0) > host.clock)
+                   for job in batch)
 
     def _live(self, note: tuple[float, int, int, int]) -> bool:
         return self.version[note[3]] == note[2] and self.state[note[3]] == PARKED

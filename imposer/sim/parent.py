@@ -45,6 +45,10 @@ class Parent:
             host.stale = -1  # slots and counters moved: a receive may bring work again
         for job, _, _ in done:
             yield from self._wake(host, self.tenant[job])
+        if host.looked:  # ``Intake.fill``: what a look brought goes first
+            looked, host.looked = host.looked, []
+            if not (yield from self._dispatch(host, looked)):
+                host.stale = self.shown
         if self._behind(host):
             yield  # the receive's answer may have come meanwhile
         if host.rx == RX_DONE:

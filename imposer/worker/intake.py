@@ -16,6 +16,7 @@ from imposer.aws.sqs import JobQueue
 from imposer.clock import Clock
 from imposer.errors import BackendError, MissingResource
 from imposer.logs import extra
+from imposer.models import Received
 from imposer.state.jobs import JobStore
 from imposer.state.tenants import TenantStore
 from imposer.worker import policy
@@ -42,6 +43,8 @@ class Intake:
         self.paused_until = 0.0
         #: The last receive brought nothing this host could start.
         self.empty_poll = False
+        #: What a look at the queue (``look``) brought, dispatched by the next ``fill``.
+        self._looked: list[Received] = []
 
     def fill(self, stopping: Callable[[], bool], max_jobs: int | None) -> None:
         """Dispatch what the receiver brought; ask it for one message per free slot, and
@@ -53,6 +56,9 @@ class Intake:
         tenants this host knows to be waiting take them (``wake_idle``).
         """
         now = self.clock.monotonic()
+        looked, self._looked = self._looked, []
+        if looked:
+            self.dispatch.take_batch(looked, self.pool.free(), stopping)
         try:
             messages = self.receiver.take()
         except MissingResource:
@@ -80,12 +86,40 @@ class Intake:
         if want > 0:  # a hand-off owed is paid by an empty receive: no need to wait for one
             self.receiver.ask(want, poll=not self.refill.owes)
 
+    def look(self, tenant: str) -> bool:
+        """Look at the queue now, without waiting: True if it holds nothing another tenant
+        could start here (no message, or only ones of tenants known to be at their cap).
+
+        False, without looking, while a receive is outstanding or backing off.
+        What the look brought is dispatched by the next ``fill``, after the
+        settlements of this pass: a message another tenant can start takes
+        the slot the look was for (the settling *tenant*'s own are parked).
+        """
+        if self.receiver.busy or self.clock.monotonic() < self.paused_until:
+            return False
+        want = policy.receive_size(len(self.pool.free()), self.dispatch.last_batch_parks)
+        try:
+            messages = self.receiver.look(want)
+        except BackendError as exc:
+            logger.warning("could not look at the queue: %s", exc,
+                           extra=extra("receive_error", failures=self._failures))
+            return False
+        self._looked.extend(messages)
+        return all(m.group_id == tenant or self.dispatch.known_cap(m.group_id) is not None
+                   for m in messages if m.group_id is not None)
+
+    def take_looked(self) -> list[Received]:
+        """On stop: what a look brought and no ``fill`` dispatched yet (to give back)."""
+        looked, self._looked = self._looked, []
+        return looked
+
     def give_back_received(self) -> None:
         """Draining: what a receive still in flight brings goes straight back to the queue."""
+        messages = self.take_looked()
         try:
-            messages = self.receiver.take() or []
+            messages += self.receiver.take() or []
         except BackendError:
-            return
+            pass
         for message in messages:
             try:
                 self.messages.give_back(message)

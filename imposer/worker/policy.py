@@ -68,9 +68,11 @@ def may_hand_off(free_slots: int, queue_empty: bool = False) -> bool:
 
     The slot that stays free is for whatever the queue delivers next, so a
     tenant waiting in the queue (a quiet one) is started before a capped
-    tenant's parked backlog takes every slot. Once a receive found the queue
-    empty (*queue_empty*: the hand-offs owed are being paid), nobody waits
-    there to be passed over, and even the last free slot may go.
+    tenant's parked backlog takes every slot. Once a look at the queue found
+    nothing another tenant could start (*queue_empty*: the look before a
+    host's last free slot is promised, or the receive that pays the
+    hand-offs owed), nobody waits there to be passed over, and even the last
+    free slot may go.
     """
     return free_slots >= (1 if queue_empty else 2)
 

@@ -67,6 +67,17 @@ class Receiver(threading.Thread):
             self.start()
         return True
 
+    def look(self, count: int) -> list[Received]:
+        """Receive up to *count* messages now, on the caller's thread, without waiting.
+
+        The parent's look at the queue before it hands a host's last free slot
+        to a capped tenant's parked job (``Refiller.promise_slot``); only while
+        no receive of this thread is outstanding (``busy``).
+        """
+        asked = self.clock.time()
+        return [attrs.evolve(m, visible_until=asked + self.visibility)
+                for m in self.queue.receive(count, 0, self.visibility)]
+
     def take(self) -> list[Received] | None:
         """The finished receive's messages (None while it runs); raise its BackendError."""
         with self._lock:

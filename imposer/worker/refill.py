@@ -5,7 +5,8 @@ tenant's oldest parked job (a promise, ``LeaseStore.hand_over``); failing
 that, ``wake`` hands the slot over right after the release; and when no slot
 may be handed over now, the hand-off is owed and paid by the next receive
 that finds the queue empty. Each obeys ``policy.may_hand_off``: another slot
-stays free for a tenant waiting in the queue, so quiet tenants still come first.
+stays free for a tenant waiting in the queue, or a look at the queue found
+none waiting there, so quiet tenants still come first.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ class Refiller:
         self.clock = clock
         #: tenant -> hand-offs owed to it: its jobs settled here while no slot could be given
         self._owed: dict[str, int] = {}
+        #: Look at the queue without waiting (``Intake.look``): True if it holds nothing
+        #: another tenant could start. None: never look (a host's last slot is not promised).
+        self.look: Callable[[str], bool] | None = None
 
     def wake(self, tenant: str, free: list[int], stopping: Callable[[], bool]) -> None:
         """A job of *tenant* was settled here: give its slot to the tenant's oldest parked job.
@@ -90,13 +94,20 @@ class Refiller:
         Under the same rule as ``wake`` (another slot stays free), the release
         then starts that job in the same transaction (``LeaseStore.hand_over``):
         a capped tenant's slot passes to its next job for one call instead of
-        two. A borrowed slot is never promised (it goes back to the pool).
-        Returns what was done, and the job's entry as it now is.
+        two. When the slot is the host's last free one, the queue is looked at
+        first, without waiting (``Intake.look``): the promise is made only if
+        no other tenant has work there this host could start, so quiet tenants
+        still come first and the slot costs one receive and one transaction,
+        not a release, a receive and an acquire (the owed hand-off of
+        ``wake``). A borrowed slot is never promised (it goes back to the
+        pool). Returns what was done, and the job's entry as it now is.
         """
         if job.handover is not None:
             return Promise.MADE, job
-        if job.released or job.status is None or job.lease.borrowed or stopping() \
-                or not policy.may_hand_off(len(self.pool.free())):
+        free = len(self.pool.free())
+        last = not policy.may_hand_off(free)  # the slot is for the queue, unless a look...
+        if job.released or job.status is None or job.lease.borrowed or stopping() or \
+                (last and (self.look is None or not policy.may_hand_off(free, True))):
             return Promise.NOT_NOW, job
         tenant = job.request.tenant_id
         try:
@@ -111,6 +122,8 @@ class Refiller:
         for note, request in self._still_parked(notes):
             if note.job_id == job.request.job_id:
                 continue
+            if last and not policy.may_hand_off(free, queue_empty=self.look(tenant)):
+                return Promise.NOT_NOW, job  # the queue has work for the slot: it takes it
             successor = Successor(
                 request=request, sent_at=note.sent_at, cap=cap,
                 lease=self.leases.new_lease(request, self.settings.host_id, job.slot,

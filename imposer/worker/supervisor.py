@@ -92,6 +92,7 @@ class Supervisor:
             receiver=self.receiver, dispatch=self.dispatch, refill=self.refill, pool=self.pool,
             queue=self.queue, messages=self.messages, jobs=self.jobs, tenants=self.tenants,
             clock=self.clock)
+        self.refill.look = self.intake.look
         self.completer = Completer(
             s, table=self.running, leases=self.leases, jobs=backends.jobs,
             outbox=backends.outbox, storage=storage, messages=self.messages,
@@ -280,8 +281,8 @@ class Supervisor:
         self.settle_finished(force=True)
         for thread in self.threads:
             thread.stop()
-        for message in self.receiver.stop(0 if self.fast.is_set()
-                                          else self.settings.poll_seconds + 5):
+        for message in self.intake.take_looked() + self.receiver.stop(
+                0 if self.fast.is_set() else self.settings.poll_seconds + 5):
             try:
                 self.messages.give_back(message)
             except BackendError:

@@ -51,32 +51,31 @@ class TestTheCap:
         assert concurrency(s, "a") == 4
         assert all(x == "succeeded" for x in s.status)
 
-    def test_an_owed_hand_off_is_paid_when_the_receive_comes_back_empty(self):
-        """The freed slot is the host's last: the hand-off is owed, and paid by an empty receive.
+    def test_the_last_free_slot_is_handed_over_when_a_look_finds_the_queue_empty(self):
+        """The freed slot is the host's last: the queue is looked at, then the slot handed over.
 
         a's second job is parked at t=0; b's long job takes the other slot at
-        t=1. When a's first job ends at t=10 only its slot is free, so it is
-        kept for the queue and a is owed a hand-off; the parent asks the queue
-        for that slot without a long poll (it owes one), the receive finds
-        nothing at once, and pays the hand-off at t=10 (not after the 4 s poll,
-        nor the park window, t=300).
+        t=1. When a's first job ends at t=10 only its slot is free; a look at
+        the queue (a receive that does not wait) finds nothing, so the release
+        hands the slot to a's parked job at t=10 (not after the 4 s poll, nor
+        the park window, t=300), and nothing is owed.
         """
         work = jobs(("a", 0, 10), ("a", 0, 10), ("b", 1, 30))
         s = simulate(work, Policy(slots=2, cap=1, park_seconds=300, poll_seconds=4))
         assert starts(s) == [0, 10, 1]
         assert (s.counts["handed_off"], s.counts["park_expired"]) == (1, 0)
-        assert s.counts["owed"] == 2  # a's second job ends at 24 beside b too (nothing parked)
+        assert s.counts["owed"] == 1  # only at a's second end (t=20), with nothing parked
         instant = simulate(work, Policy(slots=2, cap=1, park_seconds=300))
-        assert starts(instant) == [0, 10, 1]  # no long poll: the receive is empty at once
+        assert starts(instant) == [0, 10, 1]
 
     def test_the_last_free_slot_goes_to_the_queue_first(self):
         """A tenant waiting in the queue takes the last free slot; the owed hand-off waits.
 
         As above, with c's job arriving at t=5 while both slots are busy. At
-        t=10 a's freed slot is owed to a but the receive brings c's message,
-        which starts; a's parked job starts only when a later receive comes
-        back empty: c ends at 20, and that receive (asked while a hand-off is
-        owed, so without a long poll) finds nothing at once.
+        t=10 the look at the queue brings c's message, which takes the slot;
+        a is owed the hand-off, and its parked job starts only when a later
+        receive comes back empty: c ends at 20, and that receive (asked while
+        a hand-off is owed, so without a long poll) finds nothing at once.
         """
         s = simulate(jobs(("a", 0, 10), ("a", 0, 10), ("b", 1, 30), ("c", 5, 10)),
                      Policy(slots=2, cap=1, park_seconds=300, poll_seconds=4))

@@ -244,15 +244,15 @@ class TestHandOffAcrossHosts:
                   and r.get("metric") == "handed_off"]
         assert len(handed) >= 3, "the jobs after the first were handed off"
 
-    def test_a_hand_off_owed_to_the_only_free_slot_is_paid_when_the_queue_is_empty(
+    def test_the_only_free_slot_goes_to_the_parked_job_when_the_queue_is_empty(
             self, settings, backends, tmp_path):
         """Three slots: two quiet jobs hold two; the capped tenant's job ends in the third.
 
-        No slot may be handed over at once then (the last free slot is for the
-        queue), so the hand-off is owed; the next receive finds the queue
-        empty and pays it. The park window (300 s) outlasts the test, so the
-        parked job can only have started from that hand-off. Each job ends
-        when the test creates its gate file, never on a timer.
+        The last free slot is for the queue, so it is looked at first; it is
+        empty, and the slot goes to the parked job. The park window (300 s)
+        outlasts the test, so the parked job can only have started from that
+        hand-off. Each job ends when the test creates its gate file, never on
+        a timer.
         """
         backends.tenants.put(TenantConfig(tenant_id="heavy", cap=1))
         slow = settings.evolve(park_seconds=300.0)
@@ -273,7 +273,7 @@ class TestHandOffAcrossHosts:
             assert sorted(status(j) for j in heavy) == ["queued", "running"]
             heavy_gate.touch()  # the running heavy job ends in the host's only free slot
             wait_for(lambda: all(status(j) == "succeeded" for j in heavy), 120,
-                     "the parked heavy job, through the owed hand-off")
+                     "the parked heavy job, through the hand-off")
             assert (status(q1), status(q2)) == ("running", "running"), \
                 "the quiet jobs held the other slots throughout"
             handed = [r for r in worker.records() if r.get("action") == "metric"
@@ -304,6 +304,36 @@ def one_running_one_parked(settings, tmp_path):
         yield supervisor, backends, gate, first, parked
     finally:
         gate.touch()
+        supervisor.receiver.stop(0)
+        supervisor.pool.stop(timeout=0)
+
+
+@contextlib.contextmanager
+def last_slot_held(settings, tmp_path):
+    """Two slots: globex's job holds one (until its gate), acme's first job (cap 1, until
+    gate-a) the other; acme's second is parked and no receive is outstanding. Yields the
+    supervisor, its backends, acme's gate and acme's two job ids."""
+    gate, other = tmp_path / "gate-a", tmp_path / "gate-g"
+    s = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE),
+                        lease_ttl_seconds=600.0, park_seconds=300.0,
+                        work_dir=str(tmp_path / "work"))
+    backends = connect(s, clock=ManualClock(start=time.time()))
+    backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+    supervisor = Supervisor(backends, Pool(2, s))
+    supervisor.pool.start()
+    try:
+        first, parked = submit_jobs(s, tmp_path, "acme", 2, layout(fake_until=gate))
+        wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 1
+                          and backends.waiting.oldest("acme"))[1], 60,
+                 "one job of acme to run and the other to be parked")
+        submit_jobs(s, tmp_path, "globex", 1, layout(fake_until=other))
+        wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 2
+                          and not supervisor.receiver.busy)[1], 60,
+                 "globex's job in the other slot, no receive outstanding")
+        yield supervisor, backends, gate, first, parked
+    finally:
+        gate.touch()
+        other.touch()
         supervisor.receiver.stop(0)
         supervisor.pool.stop(timeout=0)
 
@@ -388,3 +418,60 @@ class TestHandOverWithTheRelease:
             assert record_of(backends, parked).status is JobStatus.RUNNING
             assert backends.leases.counters()["acme"].inflight == 1
             assert backends.waiting.oldest("acme") == []
+
+
+@pytest.mark.slow
+class TestTheLastFreeSlot:
+    def test_a_look_at_an_empty_queue_hands_the_last_slot_over_with_the_release(
+            self, settings, tmp_path):
+        """acme's job ends in the host's last free slot: one receive that does not wait
+        finds the queue empty, and one TransactWriteItems ends the job and starts the
+        parked one (no release, receive and acquire of a hand-off owed)."""
+        with last_slot_held(settings, tmp_path) as (supervisor, backends, gate, first, parked):
+            session.CALLS.reset()
+            gate.touch()
+            settle_until_started(supervisor, parked, "the parked job to start with the release")
+            calls = session.CALLS.snapshot()
+            assert calls.get("sqs.ReceiveMessage") == 1, calls
+            assert calls.get("dynamodb.TransactWriteItems") == 1, calls
+            assert not supervisor.refill.owes
+            assert record_of(backends, first).status is JobStatus.SUCCEEDED
+            assert record_of(backends, parked).status is JobStatus.RUNNING
+            assert backends.leases.counters()["acme"].inflight == 1
+
+    def test_a_look_that_finds_another_tenant_gives_it_the_last_slot(self, settings,
+                                                                     tmp_path):
+        """initech's job waits in the queue when acme's job ends in the last free slot: the
+        look brings it, the release is a plain one, initech's job takes the slot and acme
+        is owed the hand-off, paid when a slot is free and the queue empty again."""
+        with last_slot_held(settings, tmp_path) as (supervisor, backends, gate, first, parked):
+            (quiet,) = submit_jobs(supervisor.settings, tmp_path, "initech", 1,
+                                   layout(fake_sleep=1))
+            gate.touch()
+            wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
+                              record_of(backends, first).status is JobStatus.SUCCEEDED)[-1],
+                     60, "acme's first job to settle")
+            assert record_of(backends, parked).status is JobStatus.QUEUED
+            assert supervisor.refill.owes, "acme is owed the hand-off"
+            supervisor.fill_free_slots()  # what the look brought is dispatched first
+            assert record_of(backends, quiet).status is JobStatus.RUNNING
+            assert record_of(backends, parked).status is JobStatus.QUEUED
+            wait_for(lambda: (loop_pass(supervisor),
+                              record_of(backends, parked).status is JobStatus.RUNNING)[1],
+                     60, "acme's parked job, once initech's ends")
+            assert record_of(backends, quiet).status is JobStatus.SUCCEEDED
+            assert backends.leases.counters()["acme"].inflight == 1
+
+    def test_a_stop_gives_back_what_a_look_brought(self, settings, tmp_path):
+        """Draining right after a look: the message it brought is visible again at once."""
+        with last_slot_held(settings, tmp_path) as (supervisor, backends, gate, first, parked):
+            (quiet,) = submit_jobs(supervisor.settings, tmp_path, "initech", 1, layout())
+            gate.touch()
+            wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
+                              record_of(backends, first).status is JobStatus.SUCCEEDED)[-1],
+                     60, "acme's first job to settle")
+            supervisor.intake.give_back_received()
+            back = wait_for(lambda: backends.queue.receive(10, 1, 600), 30,
+                            "initech's message back in the queue")
+            assert [json.loads(m.body)["job_id"] for m in back] == [quiet]
+            assert back[0].receive_count == 2, "the look had received it"
