@@ -57,9 +57,8 @@ class Dispatch:
                 for job in jobs[:count]:
                     self._start(job, host, False)
                     taken.add(job)
-                if count == self.cap[tenant] and self.policy.memo:  # it filled its cap
-                    host.capped[tenant] = host.clock + min(MEMO_SECONDS,
-                                                           self.policy.defer_seconds)
+                if count == self.cap[tenant]:  # it filled its cap
+                    self._known_capped(host, tenant)
         return [job for job in batch if job not in taken], bool(taken)
 
     def _dispatch(self, host: Host, batch: list[int]):
@@ -84,8 +83,8 @@ class Dispatch:
             else:
                 yield from self._acquire(host, tenant)
                 own = rules.may_take_own_slot(self.inflight[tenant], cap)
-                if not own and p.memo and cap > 0:
-                    host.capped[tenant] = host.clock + min(MEMO_SECONDS, p.defer_seconds)
+                if not own and cap > 0:
+                    self._known_capped(host, tenant)
             if own:
                 self._start(job, host, False)
                 progress = True
@@ -107,6 +106,13 @@ class Dispatch:
         return progress
 
 
+    def _known_capped(self, host: Host, tenant: str) -> None:
+        """``Dispatcher.known_capped``: the memo (none for perfect delivery), and
+        ``HandOff.seen_capped``."""
+        host.capped_seen[tenant] = host.clock
+        if self.policy.memo:
+            host.capped[tenant] = host.clock + min(MEMO_SECONDS, self.policy.defer_seconds)
+
     def _wait(self, job: int, cap: int, host: Host) -> bool:
         """Park the message (at cap) or defer it (paused); a zero window keeps it visible.
 
@@ -123,6 +129,7 @@ class Dispatch:
         self._push(host.clock + window, VISIBLE, job, self.version[job])
         if cap > 0:
             host.parks += 1
+            host.capped_seen[tenant] = host.clock  # (``HandOff.park``)
             self.state[job] = PARKED
             self.parked_by[job] = host.index
             self.counts["parked"] += 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 
-from imposer.sim.state import CALLS, MEMO_SECONDS, PARKED, RX_NONE, Host
+from imposer.sim.state import CALLS, PARKED, RX_NONE, Host
 from imposer.worker import policy as rules
 
 
@@ -28,13 +28,19 @@ class HandOffs:
 
         The host's last free slot is handed over only if a look at the queue
         finds nothing another tenant could start (``Intake.look``; not while
-        a receive is outstanding)."""
+        a receive is outstanding), and only for a tenant this host found at its
+        cap within a park window (``HandOff.capped_lately``)."""
         host.capped.pop(tenant, None)
         free = len(host.free)
         if rules.may_hand_off(free):
             yield from self._hand_off(host, tenant, with_release=True)
             return
-        if host.rx == RX_NONE and rules.may_hand_off(free, True) and self._parked(tenant):
+        window = self.policy.park_seconds
+        if host.rx == RX_NONE and rules.may_hand_off(free, True) and \
+                host.clock - host.capped_seen.get(tenant, -window) < window:
+            if not self._parked(tenant):  # ``promise_slot`` read its notes: none
+                yield from self._hand_off(host, tenant, with_release=True)
+                return
             empty = yield from self._look(host, tenant)
             if rules.may_hand_off(free, queue_empty=empty):
                 yield from self._hand_off(host, tenant, with_release=True)
@@ -104,6 +110,8 @@ class HandOffs:
         for note in read:
             heapq.heappush(notes, note)
         read = rules.own_first(read, lambda note: self.parked_by[note[3]] == host.index)
+        if read and not cached:
+            host.capped_seen[tenant] = host.clock  # (``HandOff.notes``)
         # the worker tries the notes one Query read before it reads again
         host.notes_left[tenant] = host.notes_left[tenant] - 1 if cached else len(read) - 1
         for note in read:
@@ -114,9 +122,7 @@ class HandOffs:
             if not self._live(note):
                 continue  # another host took it meanwhile: the next one
             if not rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
-                if self.policy.memo:
-                    host.capped[tenant] = host.clock + min(MEMO_SECONDS,
-                                                           self.policy.defer_seconds)
+                self._known_capped(host, tenant)
                 return False
             self._start(note[3], host, False)  # its note goes stale: no count moves
             self.counts["handed_off"] += 1

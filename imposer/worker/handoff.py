@@ -69,6 +69,8 @@ class HandOff:
         self._mine: dict[tuple[str, str], Parked] = {}
         #: tenant -> (monotonic time read, the notes of that Query not yet taken)
         self._read: dict[str, tuple[float, list[Parked]]] = {}
+        #: tenant -> when this host last found it at its cap (parked it, saw its notes)
+        self._capped_at: dict[str, float] = {}
 
     def park(self, request: JobRequest, message: Received,
              also: Sequence[dict[str, Any]] = ()) -> bool:
@@ -91,6 +93,7 @@ class HandOff:
                            extra=extra("park_error", request.tenant_id, request.job_id))
             return True
         self._remember(note)
+        self.seen_capped(request.tenant_id)
         try:
             self.messages.park(message, visible_at)
         except BackendError as exc:  # it shows up before its note says; received, it is parked anew
@@ -117,7 +120,25 @@ class HandOff:
         self._read[tenant_id] = (now, notes)
         if len(self._read) > REMEMBERED:
             self._read.pop(next(iter(self._read)))
+        if notes:
+            self.seen_capped(tenant_id)
         return list(notes), True
+
+    def seen_capped(self, tenant_id: str) -> None:
+        """This host found the tenant at its cap (refused, parked, or with notes)."""
+        self._capped_at.pop(tenant_id, None)
+        self._capped_at[tenant_id] = self.clock.monotonic()
+        if len(self._capped_at) > REMEMBERED:
+            self._capped_at.pop(next(iter(self._capped_at)))
+
+    def capped_lately(self, tenant_id: str) -> bool:
+        """True if this host found the tenant at its cap within a park window (a note
+        of it could still be parked): only then is the queue looked at before its job's
+        release hands over a host's last free slot (other tenants' jobs cost no look
+        and no read of the notes)."""
+        seen = self._capped_at.get(tenant_id)
+        window = max(self.settings.park_seconds, self.settings.lease_ttl_seconds)
+        return seen is not None and self.clock.monotonic() - seen < window
 
     def mine(self, note: Parked) -> bool:
         """True when this host parked *note* (and has not seen it taken)."""

@@ -94,8 +94,10 @@ class Refiller:
         Under the same rule as ``wake`` (another slot stays free), the release
         then starts that job in the same transaction (``LeaseStore.hand_over``):
         a capped tenant's slot passes to its next job for one call instead of
-        two. When the slot is the host's last free one, the queue is looked at
-        first, without waiting (``Intake.look``): the promise is made only if
+        two. When the slot is the host's last free one and this host found the
+        tenant at its cap lately (``HandOff.capped_lately``: else nothing of it
+        is likely parked, and the slot is left to the queue with no read), the
+        queue is looked at first, without waiting (``Intake.look``): the promise is made only if
         no other tenant has work there this host could start, so quiet tenants
         still come first and the slot costs one receive and one transaction,
         not a release, a receive and an acquire (the owed hand-off of
@@ -104,12 +106,12 @@ class Refiller:
         """
         if job.handover is not None:
             return Promise.MADE, job
-        free = len(self.pool.free())
+        free, tenant = len(self.pool.free()), job.request.tenant_id
         last = not policy.may_hand_off(free)  # the slot is for the queue, unless a look...
         if job.released or job.status is None or job.lease.borrowed or stopping() or \
-                (last and (self.look is None or not policy.may_hand_off(free, True))):
+                (last and (self.look is None or not policy.may_hand_off(free, True)
+                           or not self.handoff.capped_lately(tenant))):
             return Promise.NOT_NOW, job
-        tenant = job.request.tenant_id
         try:
             cap = self.leases.tenants.cap_for(tenant)
             notes, _ = self.handoff.notes(tenant) if cap > 0 else ([], False)

@@ -64,7 +64,7 @@ class TestTheCap:
         s = simulate(work, Policy(slots=2, cap=1, park_seconds=300, poll_seconds=4))
         assert starts(s) == [0, 10, 1]
         assert (s.counts["handed_off"], s.counts["park_expired"]) == (1, 0)
-        assert s.counts["owed"] == 1  # only at a's second end (t=20), with nothing parked
+        assert s.counts["owed"] == 0  # (at a's second end, t=20, nothing is parked)
         instant = simulate(work, Policy(slots=2, cap=1, park_seconds=300))
         assert starts(instant) == [0, 10, 1]
 

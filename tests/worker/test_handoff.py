@@ -462,6 +462,51 @@ class TestTheLastFreeSlot:
             assert record_of(backends, quiet).status is JobStatus.SUCCEEDED
             assert backends.leases.counters()["acme"].inflight == 1
 
+    def test_a_tenant_never_found_at_its_cap_costs_no_look_and_no_read(self, settings,
+                                                                       tmp_path):
+        """globex's job (globex never at its cap here) ends in the last free slot: its
+        release is a plain one, with no look at the queue and no read of parked notes."""
+        with last_slot_held(settings, tmp_path) as (supervisor, backends, gate, first, parked):
+            assert supervisor.handoff.capped_lately("acme")
+            assert not supervisor.handoff.capped_lately("globex")
+            session.CALLS.reset()
+            (tmp_path / "gate-g").touch()
+            wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
+                              len(supervisor.running) == 1)[-1], 60, "globex's job to settle")
+            calls = session.CALLS.snapshot()
+            assert calls.get("dynamodb.TransactWriteItems") == 1, calls
+            assert not calls.get("sqs.ReceiveMessage"), calls
+            assert not [k for k in calls if k.startswith("dynamodb.Query")], calls
+
+    def test_a_look_that_fails_leaves_a_plain_release_and_an_owed_hand_off(
+            self, settings, tmp_path, caplog):
+        """The look meets an AWS error: the job settles by a plain release (no
+        handler_error), acme is owed the hand-off, and the next receive pays it."""
+        logging.getLogger("imposer").propagate = True
+        with last_slot_held(settings, tmp_path) as (supervisor, backends, gate, first, parked):
+            look, failed = supervisor.receiver.look, []
+
+            def flaky(count):
+                if not failed:
+                    failed.append(count)
+                    raise TransientBackendError("receive from jobs: connection was closed")
+                return look(count)
+
+            supervisor.receiver.look = flaky
+            session.CALLS.reset()
+            gate.touch()
+            with caplog.at_level(logging.WARNING, logger="imposer"):
+                wait_for(lambda: (loop_pass(supervisor),
+                                  record_of(backends, parked).status is JobStatus.RUNNING)[1],
+                         60, "the parked job, through the owed hand-off")
+            assert len(failed) == 1
+            actions = [getattr(r, "action", None) for r in caplog.records]
+            assert "handler_error" not in actions and "receive_error" in actions, actions
+            assert session.CALLS.snapshot().get("dynamodb.TransactWriteItems") == 2, \
+                "a plain release and the owed hand-off's acquire"
+            assert record_of(backends, first).status is JobStatus.SUCCEEDED
+            assert backends.leases.counters()["acme"].inflight == 1
+
     def test_a_stop_gives_back_what_a_look_brought(self, settings, tmp_path):
         """Draining right after a look: the message it brought is visible again at once."""
         with last_slot_held(settings, tmp_path) as (supervisor, backends, gate, first, parked):
