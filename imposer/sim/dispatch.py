@@ -107,9 +107,7 @@ class Dispatch:
 
 
     def _known_capped(self, host: Host, tenant: str) -> None:
-        """``Dispatcher.known_capped``: the memo (none for perfect delivery), and
-        ``HandOff.seen_capped``."""
-        host.capped_seen[tenant] = host.clock
+        """``Dispatcher.known_capped``: the memo (none for perfect delivery)."""
         if self.policy.memo:
             host.capped[tenant] = host.clock + min(MEMO_SECONDS, self.policy.defer_seconds)
 
@@ -129,7 +127,7 @@ class Dispatch:
         self._push(host.clock + window, VISIBLE, job, self.version[job])
         if cap > 0:
             host.parks += 1
-            host.capped_seen[tenant] = host.clock  # (``HandOff.park``)
+            host.parked_seen[tenant] = host.clock  # (``HandOff.seen_parked``)
             self.state[job] = PARKED
             self.parked_by[job] = host.index
             self.counts["parked"] += 1

@@ -28,8 +28,8 @@ class HandOffs:
 
         The host's last free slot is handed over only if a look at the queue
         finds nothing another tenant could start (``Intake.look``; not while
-        a receive is outstanding), and only for a tenant this host found at its
-        cap within a park window (``HandOff.capped_lately``)."""
+        a receive is outstanding), and only for a tenant this host parked or read
+        notes of within a park window (``HandOff.parked_lately``)."""
         host.capped.pop(tenant, None)
         free = len(host.free)
         if rules.may_hand_off(free):
@@ -37,7 +37,7 @@ class HandOffs:
             return
         window = self.policy.park_seconds
         if host.rx == RX_NONE and rules.may_hand_off(free, True) and \
-                host.clock - host.capped_seen.get(tenant, -window) < window:
+                host.clock - host.parked_seen.get(tenant, -window) < window:
             if not self._parked(tenant):  # ``promise_slot`` read its notes: none
                 yield from self._hand_off(host, tenant, with_release=True)
                 return
@@ -110,8 +110,10 @@ class HandOffs:
         for note in read:
             heapq.heappush(notes, note)
         read = rules.own_first(read, lambda note: self.parked_by[note[3]] == host.index)
-        if read and not cached:
-            host.capped_seen[tenant] = host.clock  # (``HandOff.notes``)
+        if read and not cached:  # (``HandOff.notes``)
+            host.parked_seen[tenant] = host.clock
+        elif not cached:
+            host.parked_seen.pop(tenant, None)
         # the worker tries the notes one Query read before it reads again
         host.notes_left[tenant] = host.notes_left[tenant] - 1 if cached else len(read) - 1
         for note in read:

@@ -43,9 +43,9 @@ RX_NONE, RX_ASKED, RX_WAIT, RX_BACK, RX_DONE, RX_CHAIN = range(6)
 class Host:
     """One parent and its receive: free slots, finished children, hand-offs owed."""
 
-    __slots__ = ("cap_read", "capped", "capped_seen", "clock", "done", "free", "index", "looked",
-                 "notes_left", "owed", "parks", "rx", "rx_end", "rx_result", "rx_short",
-                 "rx_token", "rx_want", "stale", "state", "token", "turn")
+    __slots__ = ("cap_read", "capped", "clock", "done", "free", "index", "looked",
+                 "notes_left", "owed", "parked_seen", "parks", "rx", "rx_end", "rx_result",
+                 "rx_short", "rx_token", "rx_want", "stale", "state", "token", "turn")
 
     def __init__(self, index: int, slots: int) -> None:
         self.index = index
@@ -78,6 +78,6 @@ class Host:
         self.notes_left: dict[str, int] = {}
         #: What a look at the queue brought (``Intake.look``), for the pass's dispatch.
         self.looked: list[int] = []
-        #: tenant -> when this host last found it at its cap (``HandOff.capped_lately``).
-        self.capped_seen: dict[str, float] = {}
+        #: tenant -> when this host last parked or read notes of it (``HandOff.parked_lately``).
+        self.parked_seen: dict[str, float] = {}
 

@@ -146,7 +146,6 @@ class Dispatcher:
         """*tenant* was found at its cap: take it to be for a second (no transaction)."""
         self._capped[tenant] = (self.clock.monotonic() + min(1.0, self.settings.defer_seconds),
                                 cap)
-        self.handoff.seen_capped(tenant)
 
     def known_cap(self, tenant: str) -> int | None:
         """*tenant*'s cap if it was found at that cap less than a second ago, else None."""

@@ -16,9 +16,10 @@ visibility change more).
 
 The three fairness layers are untouched: the hand-off goes through the same
 acquire transaction, so no tenant exceeds its cap; it only fills a slot
-while another stays free for the queue, or once a receive found the queue
-empty (a quiet tenant's message is still received and started first; see
-``Dispatcher.wake_idle``); and a parked message never leaves SQS, so if
+while another stays free for the queue, or once a look at the queue or a
+receive found nothing another tenant could start (a quiet tenant's message
+is still received and started first; see ``Refiller.promise_slot`` and
+``Refiller.wake_idle``); and a parked message never leaves SQS, so if
 no hand-off comes (every host of the tenant's jobs died) it simply becomes
 visible when its park window ends, and is received as usual.
 """
@@ -69,8 +70,8 @@ class HandOff:
         self._mine: dict[tuple[str, str], Parked] = {}
         #: tenant -> (monotonic time read, the notes of that Query not yet taken)
         self._read: dict[str, tuple[float, list[Parked]]] = {}
-        #: tenant -> when this host last found it at its cap (parked it, saw its notes)
-        self._capped_at: dict[str, float] = {}
+        #: tenant -> when this host last parked a job of it or read notes of it
+        self._parked_at: dict[str, float] = {}
 
     def park(self, request: JobRequest, message: Received,
              also: Sequence[dict[str, Any]] = ()) -> bool:
@@ -93,7 +94,7 @@ class HandOff:
                            extra=extra("park_error", request.tenant_id, request.job_id))
             return True
         self._remember(note)
-        self.seen_capped(request.tenant_id)
+        self.seen_parked(request.tenant_id)
         try:
             self.messages.park(message, visible_at)
         except BackendError as exc:  # it shows up before its note says; received, it is parked anew
@@ -121,22 +122,26 @@ class HandOff:
         if len(self._read) > REMEMBERED:
             self._read.pop(next(iter(self._read)))
         if notes:
-            self.seen_capped(tenant_id)
+            self.seen_parked(tenant_id)
+        else:  # none left: a read for the next last slot would find none either
+            self._parked_at.pop(tenant_id, None)
         return list(notes), True
 
-    def seen_capped(self, tenant_id: str) -> None:
-        """This host found the tenant at its cap (refused, parked, or with notes)."""
-        self._capped_at.pop(tenant_id, None)
-        self._capped_at[tenant_id] = self.clock.monotonic()
-        if len(self._capped_at) > REMEMBERED:
-            self._capped_at.pop(next(iter(self._capped_at)))
+    def seen_parked(self, tenant_id: str) -> None:
+        """This host parked a job of the tenant, or read parked notes of it."""
+        self._parked_at.pop(tenant_id, None)
+        self._parked_at[tenant_id] = self.clock.monotonic()
+        if len(self._parked_at) > REMEMBERED:
+            self._parked_at.pop(next(iter(self._parked_at)))
 
-    def capped_lately(self, tenant_id: str) -> bool:
-        """True if this host found the tenant at its cap within a park window (a note
-        of it could still be parked): only then is the queue looked at before its job's
-        release hands over a host's last free slot (other tenants' jobs cost no look
-        and no read of the notes)."""
-        seen = self._capped_at.get(tenant_id)
+    def parked_lately(self, tenant_id: str) -> bool:
+        """True if this host parked a job of the tenant, or read parked notes of it,
+        within a park window, and no read since found none: only then is the queue
+        looked at before its job's release hands over a host's last free slot (any
+        other tenant's job costs no look and no read of notes; a tenant whose notes
+        another host parked gets its first hand-off here the owed way, whose read
+        then counts)."""
+        seen = self._parked_at.get(tenant_id)
         window = max(self.settings.park_seconds, self.settings.lease_ttl_seconds)
         return seen is not None and self.clock.monotonic() - seen < window
 

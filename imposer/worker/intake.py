@@ -93,7 +93,8 @@ class Intake:
         False, without looking, while a receive is outstanding or backing off.
         What the look brought is dispatched by the next ``fill``, after the
         settlements of this pass: a message another tenant can start takes
-        the slot the look was for (the settling *tenant*'s own are parked).
+        the slot the look was for. The settling *tenant*'s own messages do
+        not count: its oldest parked job comes before them.
         """
         if self.receiver.busy or self.clock.monotonic() < self.paused_until:
             return False

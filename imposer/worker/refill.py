@@ -94,9 +94,9 @@ class Refiller:
         Under the same rule as ``wake`` (another slot stays free), the release
         then starts that job in the same transaction (``LeaseStore.hand_over``):
         a capped tenant's slot passes to its next job for one call instead of
-        two. When the slot is the host's last free one and this host found the
-        tenant at its cap lately (``HandOff.capped_lately``: else nothing of it
-        is likely parked, and the slot is left to the queue with no read), the
+        two. When the slot is the host's last free one and this host parked or
+        saw parked jobs of the tenant lately (``HandOff.parked_lately``: else
+        the slot is left to the queue with no read), the
         queue is looked at first, without waiting (``Intake.look``): the promise is made only if
         no other tenant has work there this host could start, so quiet tenants
         still come first and the slot costs one receive and one transaction,
@@ -110,7 +110,7 @@ class Refiller:
         last = not policy.may_hand_off(free)  # the slot is for the queue, unless a look...
         if job.released or job.status is None or job.lease.borrowed or stopping() or \
                 (last and (self.look is None or not policy.may_hand_off(free, True)
-                           or not self.handoff.capped_lately(tenant))):
+                           or not self.handoff.parked_lately(tenant))):
             return Promise.NOT_NOW, job
         try:
             cap = self.leases.tenants.cap_for(tenant)

@@ -54,6 +54,24 @@ class TestParking:
         assert [n.job_id for n in backends.waiting.oldest("acme")] == [early.job_id, later.job_id]
         assert backends.queue.receive(1, 0, 60) == [], "parked messages are invisible"
 
+    def test_parked_lately_from_a_park_or_a_read_until_a_read_finds_none(
+            self, backends, settings, clock):
+        """Only a tenant this host parked, or read notes of, within a park window costs a
+        look before its last slot's release; a read that finds none ends that."""
+        handoff, other = host(settings, backends, clock), host(settings, backends, clock)
+        req = request()
+        assert not handoff.parked_lately("acme")
+        handoff.park(req, received(backends, req))
+        assert handoff.parked_lately("acme") and not other.parked_lately("acme")
+        assert other.notes("acme")[0] and other.parked_lately("acme"), "a read that finds one"
+        (note,) = backends.waiting.oldest("acme")
+        backends.waiting.drop(note)
+        assert other.notes("acme", fresh=True) == ([], True)
+        assert not other.parked_lately("acme"), "a read that found none"
+        assert handoff.parked_lately("acme")
+        clock.advance(max(settings.park_seconds, settings.lease_ttl_seconds) + 1)
+        assert not handoff.parked_lately("acme"), "a park window later"
+
     def test_a_note_is_taken_once(self, backends, settings, clock):
         """Two hosts racing for one note: the acquire that carries the claim wins once."""
         handoff = host(settings, backends, clock)
@@ -462,13 +480,13 @@ class TestTheLastFreeSlot:
             assert record_of(backends, quiet).status is JobStatus.SUCCEEDED
             assert backends.leases.counters()["acme"].inflight == 1
 
-    def test_a_tenant_never_found_at_its_cap_costs_no_look_and_no_read(self, settings,
-                                                                       tmp_path):
-        """globex's job (globex never at its cap here) ends in the last free slot: its
+    def test_a_tenant_with_nothing_parked_costs_no_look_and_no_read(self, settings,
+                                                                    tmp_path):
+        """globex's job (nothing of globex ever parked) ends in the last free slot: its
         release is a plain one, with no look at the queue and no read of parked notes."""
         with last_slot_held(settings, tmp_path) as (supervisor, backends, gate, first, parked):
-            assert supervisor.handoff.capped_lately("acme")
-            assert not supervisor.handoff.capped_lately("globex")
+            assert supervisor.handoff.parked_lately("acme")
+            assert not supervisor.handoff.parked_lately("globex")
             session.CALLS.reset()
             (tmp_path / "gate-g").touch()
             wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
