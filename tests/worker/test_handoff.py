@@ -328,32 +328,19 @@ def one_running_one_parked(settings, tmp_path):
 
 @contextlib.contextmanager
 def last_slot_held(settings, tmp_path):
-    """Two slots: globex's job holds one (until its gate), acme's first job (cap 1, until
-    gate-a) the other; acme's second is parked and no receive is outstanding. Yields the
-    supervisor, its backends, acme's gate and acme's two job ids."""
-    gate, other = tmp_path / "gate-a", tmp_path / "gate-g"
-    s = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE),
-                        lease_ttl_seconds=600.0, park_seconds=300.0,
-                        work_dir=str(tmp_path / "work"))
-    backends = connect(s, clock=ManualClock(start=time.time()))
-    backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
-    supervisor = Supervisor(backends, Pool(2, s))
-    supervisor.pool.start()
-    try:
-        first, parked = submit_jobs(s, tmp_path, "acme", 2, layout(fake_until=gate))
-        wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 1
-                          and backends.waiting.oldest("acme"))[1], 60,
-                 "one job of acme to run and the other to be parked")
-        submit_jobs(s, tmp_path, "globex", 1, layout(fake_until=other))
-        wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 2
-                          and not supervisor.receiver.busy)[1], 60,
-                 "globex's job in the other slot, no receive outstanding")
-        yield supervisor, backends, gate, first, parked
-    finally:
-        gate.touch()
-        other.touch()
-        supervisor.receiver.stop(0)
-        supervisor.pool.stop(timeout=0)
+    """As ``one_running_one_parked``, and globex's job holds the other slot (until gate-g)
+    with no receive outstanding: acme's running job will end in the host's last free slot."""
+    other = tmp_path / "gate-g"
+    with one_running_one_parked(settings, tmp_path) as (supervisor, backends, gate, first,
+                                                        parked):
+        try:
+            submit_jobs(supervisor.settings, tmp_path, "globex", 1, layout(fake_until=other))
+            wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 2
+                              and not supervisor.receiver.busy)[1], 60,
+                     "globex's job in the other slot, no receive outstanding")
+            yield supervisor, backends, gate, first, parked
+        finally:
+            other.touch()
 
 
 def settle_until_started(supervisor, job_id: str, what: str) -> None:
