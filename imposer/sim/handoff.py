@@ -22,14 +22,25 @@ class HandOffs:
     (the queue, the counters, the hosts) as the event loop reaches each step.
     """
 
-    def _wake(self, host: Host, tenant: str):
+    def _look_first(self, host: Host, tenant: str, free: int):
+        """``promise_slot``'s look, before the release: None if it makes none, else
+        whether the queue held nothing another tenant could start."""
+        window = self.policy.park_seconds
+        if rules.may_hand_off(free) or host.rx != RX_NONE or \
+                not rules.may_hand_off(free, True) or not self._parked(tenant) or \
+                host.clock - host.parked_seen.get(tenant, -window) >= window:
+            return None
+        return (yield from self._look(host, tenant, free))
+
+    def _wake(self, host: Host, tenant: str, looked: bool | None = None):
         """``Refiller.promise_slot`` and ``wake``: one parked job of the tenant takes the
         freed slot, started by the release's own transaction, or is owed it.
 
-        The host's last free slot is handed over only if a look at the queue
-        finds nothing another tenant could start (``Intake.look``; not while
-        a receive is outstanding), and only for a tenant this host parked or read
-        notes of within a park window (``HandOff.parked_lately``)."""
+        The host's last free slot is handed over only if the look made before
+        the release (*looked*, ``_look_first``) found nothing another tenant
+        could start (``Intake.look``; none while a receive is outstanding, and
+        only for a tenant this host parked or read notes of within a park
+        window: ``HandOff.parked_lately``)."""
         host.capped.pop(tenant, None)
         free = len(host.free)
         if rules.may_hand_off(free):
@@ -41,8 +52,7 @@ class HandOffs:
             if not self._parked(tenant):  # ``promise_slot`` read its notes: none
                 yield from self._hand_off(host, tenant, with_release=True)
                 return
-            empty = yield from self._look(host, tenant)
-            if rules.may_hand_off(free, queue_empty=empty):
+            if looked is not None and rules.may_hand_off(free, queue_empty=looked):
                 yield from self._hand_off(host, tenant, with_release=True)
                 return
         host.owed[tenant] = min(self.policy.slots, host.owed.get(tenant, 0) + 1)
@@ -68,16 +78,16 @@ class HandOffs:
         """The tenant has a parked job (``promise_slot`` finds one in its notes)."""
         return any(self._live(note) for note in self.notes.get(tenant, ()))
 
-    def _look(self, host: Host, tenant: str):
-        """``Intake.look``: a receive that does not wait, on the parent's own time; True if
-        it brought nothing another tenant could start here. What it brought is dispatched
-        with the pass's receive (``fill``)."""
+    def _look(self, host: Host, tenant: str, free: int):
+        """``Intake.look``: a receive that does not wait, on the parent's own time, for
+        *free* slots and parking room; True if it brought nothing another tenant could
+        start here. What it brought is dispatched with the pass's receive (``fill``)."""
         self.counts["receives"] += 1
         self.counts["calls"] += CALLS["receive"]
         host.clock += self.policy.receive_seconds / 2
         if self._behind(host):
             yield  # SQS has it: it takes what is visible then
-        batch = self._take(rules.receive_size(len(host.free), host.parks))
+        batch = self._take(rules.receive_size(free, host.parks))
         host.clock += self.policy.receive_seconds / 2
         host.looked.extend(batch)
         memo = self.policy.memo

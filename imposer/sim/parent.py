@@ -39,12 +39,16 @@ class Parent:
         Yields while waiting on AWS.
         """
         done, host.done = host.done, []
-        for job, slot, borrowed in done:
+        looks = []
+        for n, (job, slot, borrowed) in enumerate(done):
+            # ``promise_slot`` before the release: the finished children's slots are free
+            looks.append((yield from self._look_first(host, self.tenant[job],
+                                                      len(host.free) + len(done) - n)))
             yield from self._settle(job, host, slot, borrowed)
         if done:
             host.stale = -1  # slots and counters moved: a receive may bring work again
-        for job, _, _ in done:
-            yield from self._wake(host, self.tenant[job])
+        for (job, _, _), looked in zip(done, looks):
+            yield from self._wake(host, self.tenant[job], looked)
         if host.looked:  # ``Intake.fill``: what a look brought goes first
             looked, host.looked = host.looked, []
             if not (yield from self._dispatch(host, looked)):
