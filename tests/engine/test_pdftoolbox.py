@@ -153,9 +153,13 @@ class TestRunTool:
     def test_spawned_helper_after_timeout(self, job, tmp_path):
         """A detached helper is killed together with a tool that timed out."""
         pidfile = tmp_path / "helper.pid"
-        with pytest.raises(ToolTimeout):
-            job({"fake_spawn": "1", "fake_spawn_pidfile": str(pidfile), "fake_hang": "1"},
-                timeout=0.5)
+        for timeout in (0.5, 2.0, 8.0):  # a loaded machine may not start the helper in time
+            with pytest.raises(ToolTimeout):
+                job({"fake_spawn": "1", "fake_spawn_pidfile": str(pidfile), "fake_hang": "1"},
+                    timeout=timeout)
+            if pidfile.exists():
+                break
+        assert pidfile.exists(), "the tool never spawned its helper before the timeout"
         assert dead(int(pidfile.read_text()))
         assert all(dead(pid) for pid in job.pids())
 
