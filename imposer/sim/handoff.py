@@ -25,10 +25,9 @@ class HandOffs:
     def _look_first(self, host: Host, tenant: str, free: int):
         """``promise_slot``'s look, before the release: None if it makes none, else
         whether the queue held nothing another tenant could start."""
-        window = self.policy.park_seconds
         if rules.may_hand_off(free) or host.rx != RX_NONE or \
                 not rules.may_hand_off(free, True) or not self._parked(tenant) or \
-                host.clock - host.parked_seen.get(tenant, -window) >= window:
+                not self._parked_lately(host, tenant):
             return None
         return (yield from self._look(host, tenant, free))
 
@@ -46,9 +45,8 @@ class HandOffs:
         if rules.may_hand_off(free):
             yield from self._hand_off(host, tenant, with_release=True)
             return
-        window = self.policy.park_seconds
         if host.rx == RX_NONE and rules.may_hand_off(free, True) and \
-                host.clock - host.parked_seen.get(tenant, -window) < window:
+                self._parked_lately(host, tenant):
             if not self._parked(tenant):  # ``promise_slot`` read its notes: none
                 yield from self._hand_off(host, tenant, with_release=True)
                 return
@@ -73,6 +71,12 @@ class HandOffs:
                     owed.pop(tenant, None)
             if not owed.get(tenant):
                 owed.pop(tenant, None)
+
+    def _parked_lately(self, host: Host, tenant: str) -> bool:
+        """``HandOff.parked_lately``: this host parked, or read notes of, the tenant within
+        a park window (and no read since found none)."""
+        seen = host.parked_seen.get(tenant)
+        return seen is not None and host.clock - seen < self.policy.park_seconds
 
     def _parked(self, tenant: str) -> bool:
         """The tenant has a parked job (``promise_slot`` finds one in its notes)."""

@@ -57,6 +57,7 @@ class Refiller:
                                                                    handoff)
         self.messages, self.metrics, self.pool, self.running = messages, metrics, pool, running
         self.clock = clock
+        self.launcher = dispatch.launcher
         #: tenant -> hand-offs owed to it: its jobs settled here while no slot could be given
         self._owed: dict[str, int] = {}
         #: Look at the queue without waiting (``Intake.look``): True if it holds nothing
@@ -96,8 +97,8 @@ class Refiller:
         a capped tenant's slot passes to its next job for one call instead of
         two. When the slot is the host's last free one and this host parked or
         saw parked jobs of the tenant lately (``HandOff.parked_lately``: else
-        the slot is left to the queue with no read), the
-        queue is looked at first, without waiting (``Intake.look``): the promise is made only if
+        the slot is left to the queue with no read), the queue is looked at
+        first, without waiting (``Intake.look``): the promise is made only if
         no other tenant has work there this host could start, so quiet tenants
         still come first and the slot costs one receive and one transaction,
         not a release, a receive and an acquire (the owed hand-off of
@@ -152,23 +153,23 @@ class Refiller:
             self.handoff.forget(note.tenant_id)  # as stale, so the next hand-off reads anew
             return False
         request, lease, message = successor.request, successor.lease, note.message
-        self.dispatch.launcher.received_at = self.clock.monotonic()
+        self.launcher.received_at = self.clock.monotonic()
         with guard(request):
             free = self.pool.free()
             if slot in free:
                 free = [slot]
             if stopping() or not free:
-                self.dispatch.launcher.unwind(lease, "the worker is stopping" if stopping()
-                                     else "no free slot")
+                why = "the worker is stopping" if stopping() else "no free slot"
+                self.launcher.unwind(lease, why)
                 self.messages.give_back(message)
                 return True
             if self.messages.due(message):
                 held = self.messages.hold(message)
                 if held is None:
-                    self.dispatch.launcher.unwind(lease, "its parked message is gone")
+                    self.launcher.unwind(lease, "its parked message is gone")
                     return True
                 message = held
-            if self.dispatch.launcher.launch(request, message, free, lease):
+            if self.launcher.launch(request, message, free, lease):
                 self.metrics.emit("handed_off", 1, tenant_id=request.tenant_id)
         return True
 
@@ -240,24 +241,24 @@ class Refiller:
         """
         for note, request in self._still_parked(notes):
             message = note.message
-            self.dispatch.launcher.received_at = self.clock.monotonic()
+            self.launcher.received_at = self.clock.monotonic()
             with guard(request):
                 try:
                     acq = self.leases.acquire(request, self.settings.host_id, free[0],
                                               message.sent_at, message.receipt,
                                               also=[self.handoff.waiting.claim_op(note)])
                 except BackendError as exc:
-                    self.dispatch.launcher.acquire_failed(request, exc)
+                    self.launcher.acquire_failed(request, exc)
                     return False  # the note stays; its message returns when its window ends
                 if acq.verdict == Verdict.ACQUIRED:
                     self.handoff.taken(note)
                     if self.messages.due(message):
                         held = self.messages.hold(message)
                         if held is None:
-                            self.dispatch.launcher.unwind(acq.lease, "its parked message is gone")
+                            self.launcher.unwind(acq.lease, "its parked message is gone")
                             return False
                         message = held
-                    if not self.dispatch.launcher.launch(request, message, free, acq.lease):
+                    if not self.launcher.launch(request, message, free, acq.lease):
                         return False
                     self.metrics.emit("handed_off", 1, tenant_id=request.tenant_id)
                     return True
