@@ -66,15 +66,19 @@ class Dispatcher:
         self.vet = Vetting(settings, jobs=jobs, messages=messages, metrics=metrics)
 
     def take_batch(self, messages: list[Received], free: list[int],
-                   stopping: Callable[[], bool]) -> None:
+                   stopping: Callable[[], bool], received_at: float | None = None) -> None:
         """Start what the free slots allow; park, defer, reject or return the rest.
+
+        *received_at* (monotonic; default now) is when the messages were
+        received: each started job's ``dispatch_ms`` counts from it.
 
         The receive may bring more messages than slots are free (room for
         parking, ``policy.receive_size``): one beyond the free slots is parked
         if its tenant is known to be at its cap (no slot, no transaction), and
         otherwise given back at once, visible to every host again.
         """
-        self.launcher.received_at = self.clock.monotonic()
+        self.launcher.received_at = self.clock.monotonic() if received_at is None \
+            else received_at
         self._paused = self.last_batch_parks = 0
         for message in self.take_bursts(messages, free, stopping):
             if stopping():

@@ -43,8 +43,10 @@ class Intake:
         self.paused_until = 0.0
         #: The last receive brought nothing this host could start.
         self.empty_poll = False
-        #: What a look at the queue (``look``) brought, dispatched by the next ``fill``.
+        #: What a look at the queue (``look``) brought, dispatched by the next ``fill``,
+        #: and when the first of it was received (its jobs' ``dispatch_ms`` count from then).
         self._looked: list[Received] = []
+        self._looked_at = 0.0
 
     def fill(self, stopping: Callable[[], bool], max_jobs: int | None) -> None:
         """Dispatch what the receiver brought; ask it for one message per free slot, and
@@ -58,7 +60,7 @@ class Intake:
         now = self.clock.monotonic()
         looked, self._looked = self._looked, []
         if looked:
-            self.dispatch.take_batch(looked, self.pool.free(), stopping)
+            self.dispatch.take_batch(looked, self.pool.free(), stopping, self._looked_at)
         try:
             messages = self.receiver.take()
         except MissingResource:
@@ -105,6 +107,8 @@ class Intake:
             logger.warning("could not look at the queue: %s", exc,
                            extra=extra("receive_error", failures=self._failures))
             return False
+        if messages and not self._looked:
+            self._looked_at = self.clock.monotonic()
         self._looked.extend(messages)
         return all(m.group_id == tenant or self.dispatch.known_cap(m.group_id) is not None
                    for m in messages if m.group_id is not None)

@@ -445,10 +445,11 @@ class TestTheLastFreeSlot:
             assert backends.leases.counters()["acme"].inflight == 1
 
     def test_a_look_that_finds_another_tenant_gives_it_the_last_slot(self, settings,
-                                                                     tmp_path):
+                                                                     tmp_path, caplog):
         """initech's job waits in the queue when acme's job ends in the last free slot: the
         look brings it, the release is a plain one, initech's job takes the slot and acme
         is owed the hand-off, paid when a slot is free and the queue empty again."""
+        logging.getLogger("imposer").propagate = True
         with last_slot_held(settings, tmp_path) as (supervisor, backends, gate, first, parked):
             (quiet,) = submit_jobs(supervisor.settings, tmp_path, "initech", 1,
                                    layout(fake_sleep=1))
@@ -458,8 +459,13 @@ class TestTheLastFreeSlot:
                      60, "acme's first job to settle")
             assert record_of(backends, parked).status is JobStatus.QUEUED
             assert supervisor.refill.owes, "acme is owed the hand-off"
-            supervisor.fill_free_slots()  # what the look brought is dispatched first
+            supervisor.clock.advance(0.5)  # the rest of the pass, before the next fill
+            with caplog.at_level(logging.INFO, logger="imposer"):
+                supervisor.fill_free_slots()  # what the look brought is dispatched first
             assert record_of(backends, quiet).status is JobStatus.RUNNING
+            (started,) = [r for r in caplog.records if getattr(r, "action", None) ==
+                          "job_started" and r.job_id == quiet]
+            assert started.dispatch_ms >= 500, "counted from the look that received it"
             assert record_of(backends, parked).status is JobStatus.QUEUED
             wait_for(lambda: (loop_pass(supervisor),
                               record_of(backends, parked).status is JobStatus.RUNNING)[1],
