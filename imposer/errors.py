@@ -106,6 +106,13 @@ class LicenceUnavailable(TransientJobError):
     kind = "licence"
 
 
+class LeaseExpired(TransientJobError):
+    """The attempt's lease ran out before the parent renewed it (a frozen or cut-off host):
+    its tools were stopped so the job never runs twice at once; not the tenant's fault."""
+
+    kind = "lease_expired"
+
+
 class ToolTimeout(TransientJobError):
     """The tool ran past the job timeout; its whole process tree was killed."""
 

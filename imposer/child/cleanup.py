@@ -58,8 +58,12 @@ def owner_tag(host: str, boot: str, slot: int | None = None) -> str:
     return f"{host}/{boot}/" + ("" if slot is None else str(slot))
 
 
-def kill_tools(matches) -> int:
-    """SIGKILL every process whose owner tag satisfies *matches*; return how many."""
+def kill_tools(matches, wait: bool = True) -> int:
+    """SIGKILL every process whose owner tag satisfies *matches*; return how many.
+
+    With *wait*, until they are gone; without, the killing process's own
+    children are left for it to reap (the tool wrapper's wait sees the kill).
+    """
     victims = []
     for proc in psutil.process_iter():
         try:
@@ -73,7 +77,8 @@ def kill_tools(matches) -> int:
             proc.kill()
         except psutil.Error:
             pass
-    psutil.wait_procs(victims, timeout=5)
+    if wait:
+        psutil.wait_procs(victims, timeout=5)
     if victims:
         logger.warning("killed %d orphaned tool process(es)", len(victims),
                        extra=extra("orphans_killed", pids=[p.pid for p in victims]))

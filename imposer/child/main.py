@@ -16,15 +16,23 @@ from imposer import logs
 from imposer.settings import Settings
 
 
-def child_main(conn, settings: Settings) -> None:
-    """Run jobs sent over *conn* until told to stop; never raise across the pipe."""
+def child_main(conn, settings: Settings, deadline=None) -> None:
+    """Run jobs sent over *conn* until told to stop; never raise across the pipe.
+
+    *deadline* is the slot's shared lease deadline (``imposer.child.fence``).
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     # SIGTERM unwinds, so the tool wrapper's cleanup kills pdfToolbox's tree.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     logs.setup(settings.log_level)  # JSON lines, like the parent's: one log stream to grep
     from imposer.child import task
+    from imposer.child.fence import Fence
 
-    runner = task.TaskRunner(settings)
+    fence = None
+    if deadline is not None:
+        fence = Fence(deadline)
+        fence.start()
+    runner = task.TaskRunner(settings, fence)
     while True:
         try:
             spec = conn.recv()

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from imposer.aws.s3 import Storage
+from imposer.child.fence import Fence
 from imposer.errors import (
     InvalidMessage,
     JobError,
     LayoutError,
+    LeaseExpired,
     LicenceUnavailable,
     PermanentJobError,
     StorageError,
@@ -48,10 +50,14 @@ def _scrubbed(exc: Exception, workdir: Path) -> Exception:
 
 
 class TaskRunner:
-    """Run jobs in this child; the S3 client is made once per child."""
+    """Run jobs in this child; the S3 client is made once per child.
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+    *fence* (``imposer.child.fence``) stops a job whose lease ran out; a
+    runner made without one (tests, the CLI's one-off runs) is never fenced.
+    """
+
+    def __init__(self, settings: Settings, fence: Fence | None = None) -> None:
+        self.settings, self.fence = settings, fence
         self._storage: Storage | None = None
         #: Set after a MemoryError: this process should be replaced, not reused.
         self.spent = False
@@ -67,6 +73,17 @@ class TaskRunner:
         timings: dict[str, float] = {}
         began = time.monotonic()
         workdir = Path(spec.workdir) / f"{req.job_id}-{spec.epoch}"
+        if self.fence is not None:
+            self.fence.begin(spec.owner, req.tenant_id, req.job_id)
+        try:
+            return self._attempt(spec, workdir, timings, began)
+        finally:
+            if self.fence is not None:
+                self.fence.end()
+
+    def _attempt(self, spec: TaskSpec, workdir: Path, timings: dict[str, float],
+                 began: float) -> Outcome:
+        req = spec.request
         try:
             workdir.mkdir(parents=True, exist_ok=True)
             try:
@@ -85,16 +102,28 @@ class TaskRunner:
                 f"the job needed more than the slot's memory ceiling of "
                 f"{self.settings.memory_limit_mb:g} MB"), timings)
         except (JobError, InvalidMessage) as exc:
-            return self._failed(req, _scrubbed(exc, workdir), timings)
+            # when the fence killed the tool, that (not the tool) ended the job
+            failure = LeaseExpired(self.fence.reason()) if self._fenced() else exc
+            return self._failed(req, _scrubbed(failure, workdir), timings)
         except Exception as exc:  # a bug or an unexpected library error: retry, counted
+            if self._fenced():
+                return self._failed(req, LeaseExpired(self.fence.reason()), timings)
             logger.exception("job %s crashed in the pool", req.job_id,
                              extra=extra("task_crashed", req.tenant_id, req.job_id))
             return Outcome(job_id=req.job_id, fate=Fate.RETRY, timings=timings,
                            reason=f"internal error: {type(exc).__name__}: {exc}",
                            error_kind="internal")
 
+    def _fenced(self) -> bool:
+        return self.fence is not None and self.fence.tripped
+
+    def _step(self) -> None:
+        """Between a job's steps: stop here if its lease ran out."""
+        if self.fence is not None:
+            self.fence.check()
+
     def _failed(self, req: JobRequest, exc: JobError, timings: dict) -> Outcome:
-        if isinstance(exc, LicenceUnavailable):
+        if isinstance(exc, (LicenceUnavailable, LeaseExpired)):
             fate = Fate.REQUEUE
         elif isinstance(exc, PermanentJobError):
             fate = Fate.FAILED
@@ -116,10 +145,12 @@ class TaskRunner:
                               max_bytes=int(self.settings.max_input_mb * 1024 * 1024))
         layout = load_layout(self._layout_source(req.layout, workdir))
         timings["download"] = round(time.monotonic() - t0, 4)
+        self._step()
         t1 = time.monotonic()
         plate = workdir / "plate.pdf"
         summary = self._impose(spec, layout, source, plate, workdir)
         timings["impose"] = round(time.monotonic() - t1, 4)
+        self._step()
         t2 = time.monotonic()
         size = self._upload(spec, plate)
         timings["upload"] = round(time.monotonic() - t2, 4)

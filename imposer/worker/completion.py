@@ -162,8 +162,10 @@ class Completer:
         elif status == JobStatus.RETRYING and job.failures:
             fields["wait_reason"] = (f"retrying after failure {job.failures} of "
                                      f"{s.max_attempts}: {outcome.reason}")
-        elif status == JobStatus.RETRYING:
-            fields["wait_reason"] = f"licence unavailable, retrying: {outcome.reason}"
+        elif status == JobStatus.RETRYING:  # requeued, not counted: not the job's fault
+            why = "lease ran out" if outcome.error_kind == "lease_expired" else \
+                "licence unavailable"
+            fields["wait_reason"] = f"{why}, retrying: {outcome.reason}"
         if status.final:
             fields["finished_at"] = job.decided_at
         return fields

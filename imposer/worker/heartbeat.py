@@ -6,14 +6,17 @@ runs, and after a crash the message returns about when the lease expires.
 The two never share a thread, so botocore backing off a throttled SQS call
 cannot starve the renewals (and the other way round).
 
-A job that settles after its child reported is still renewed until its
-release commits. Past the overrun limit the renewer stops: a wedged job then
+Each renewal also moves the job's fence (``imposer.child.fence``): the
+time by which its child stops its tools if no later renewal comes. A job
+that settles after its child reported is still renewed until its release
+commits. Past the overrun limit the renewer stops: a wedged job then
 loses its lease like a crashed one.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from imposer.clock import Clock
 from imposer.errors import BackendError, LeaseLost
@@ -33,9 +36,10 @@ class LeaseRenewer:
     """One pass renews the lease of every job not yet released."""
 
     def __init__(self, table: RunningTable, leases: LeaseStore, overrun: OverrunPolicy,
-                 ttl: float, clock: Clock) -> None:
+                 ttl: float, clock: Clock,
+                 fence: Callable[[int, str, float], None] | None = None) -> None:
         self.table, self.leases, self.overrun = table, leases, overrun
-        self.ttl, self.clock = ttl, clock
+        self.ttl, self.clock, self.fence = ttl, clock, fence
 
     def beat(self) -> None:
         for job in self.table.snapshot():
@@ -65,6 +69,8 @@ class LeaseRenewer:
                                100 * took / self.ttl,
                                extra=extra("renew_slow", req.tenant_id, req.job_id, seconds=took))
             self.table.update(job, lease=lease)
+            if self.fence is not None and not job.settling:
+                self.fence(job.slot, job.epoch, lease.expires_at - self.clock.time())
 
     def lost(self, job: Running, exc: LeaseLost) -> None:
         """Flag *job* as lost, unless it was our own release that took the lease.

@@ -83,7 +83,7 @@ class Launcher:
         self.pool.submit(slot, TaskSpec(
             request=request, timeout=self.overrun.tool_timeout, epoch=lease.epoch,
             upload_to=request.attempt_uri(lease.epoch), workdir=str(self.pool.slot_dir(slot)),
-            owner=self.pool.owner(slot)))
+            owner=self.pool.owner(slot)), lease_left=lease.expires_at - self.clock.time())
         self.rollups.job_started(request.tenant_id, wait, lease.acquired_at)
         self.contention.started(request.job_id)
         self.started += 1

@@ -12,6 +12,10 @@ does: it kills the tools the child's slot started (found by their owner tag)
 and empties the slot's work directory, before a fresh child takes the slot.
 At start it does the same for whatever an earlier run of this host left,
 once that run's parent process is gone.
+
+Each slot shares one number with its child: the time by which the running
+job's tools must stop, its lease's expiry less a tenth of the TTL, moved on
+by every renewal (``fence``; the child's side is ``imposer.child.fence``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import shutil
+import threading
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -33,6 +39,10 @@ from imposer.settings import Settings
 
 logger = logging.getLogger(__name__)
 
+#: Share of the lease TTL a job's tools stop before its lease expires: room for clock skew
+#: between this host and a sweeping one (``imposer doctor`` allows 5 s; 60 s at the 600 s TTL).
+FENCE_SHARE = 0.1
+
 
 @attrs.define
 class _Slot:
@@ -40,6 +50,10 @@ class _Slot:
     process: Any = None
     conn: Any = None
     busy: bool = False
+    #: Shared with the child: ``time.monotonic()`` by which its job's tools must stop.
+    deadline: Any = None
+    #: Fencing epoch of the job last sent, whose renewals may move the deadline.
+    epoch: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -59,21 +73,35 @@ class Pool:
         self.ctx = multiprocessing.get_context(context)
         if context == "forkserver":
             self.ctx.set_forkserver_preload(["imposer.child.main", "imposer.child.task"])
-        self.slots = [_Slot(i) for i in range(size)]
+        self.slots = [_Slot(i, deadline=self.ctx.RawValue("d", 0.0)) for i in range(size)]
+        self.margin = FENCE_SHARE * settings.lease_ttl_seconds
+        self._fence_lock = threading.Lock()
+        self._cleared = False
         #: This run of the host, named after this process: tools and directories of runs
         #: whose process is gone are leftovers.
         self.boot = cleanup.boot_id(psutil.Process())
         self.host = settings.host_id
         self.root = settings.work_root / self.host.replace("/", "_")
 
-    def start(self) -> None:
-        """Clear what an earlier run of this host left behind, then start every child."""
+    def clear_leftovers(self) -> None:
+        """Kill the tools and remove the work dirs of earlier runs of this host that are gone.
+
+        The worker does this first thing at boot, before it waits for AWS: a
+        helper that outlived a killed run (detached from its tool) must stop
+        before the lease it ran under can be reclaimed and its job run again.
+        """
         killed = cleanup.kill_previous_runs(self.host, self.boot)
         removed = cleanup.remove_previous_runs(self.root, self.boot)
+        self._cleared = True
         if killed or removed:
             logger.warning("cleared an earlier run of host %s: %s tool process(es) killed, "
                            "%s work dir(s) removed", self.host, killed, removed,
                            extra=extra("leftovers_cleared", killed=killed, removed=removed))
+
+    def start(self) -> None:
+        """Start every child, after clearing earlier runs' leftovers if not done yet."""
+        if not self._cleared:
+            self.clear_leftovers()
         for slot in self.slots:
             self.slot_dir(slot.index).mkdir(parents=True, exist_ok=True)
             self._spawn(slot)
@@ -96,7 +124,7 @@ class Pool:
 
     def _spawn(self, slot: _Slot) -> None:
         parent_end, child_end = self.ctx.Pipe()
-        proc = self.ctx.Process(target=child_main, args=(child_end, self.settings),
+        proc = self.ctx.Process(target=child_main, args=(child_end, self.settings, slot.deadline),
                                 name=f"imposer-slot-{slot.index}", daemon=True)
         proc.start()
         child_end.close()
@@ -108,14 +136,19 @@ class Pool:
     def busy_count(self) -> int:
         return sum(s.busy for s in self.slots)
 
-    def submit(self, index: int, spec: Any) -> None:
+    def submit(self, index: int, spec: Any, lease_left: float) -> None:
         """Send *spec* to slot *index*'s child, replacing (once) a child that died idle.
 
-        A child can die between the loop's last look at the pool and this send;
-        the job never reached it, so it goes to a fresh child, no failure.
+        *lease_left* is how many seconds the job's lease has still to run: its
+        tools stop a margin before then, unless ``fence`` moves it on. A child
+        can die between the loop's last look at the pool and this send; the
+        job never reached it, so it goes to a fresh child, no failure.
         """
         slot = self.slots[index]
         assert not slot.busy, f"slot {index} is busy"
+        with self._fence_lock:
+            slot.epoch = spec.epoch
+            slot.deadline.value = time.monotonic() + lease_left - self.margin
         if not slot.process.is_alive():
             self._replace_idle(slot)
         slot.busy = True
@@ -125,6 +158,17 @@ class Pool:
             self._replace_idle(slot)
             slot.busy = True
             slot.conn.send(spec)
+
+    def fence(self, index: int, epoch: str, lease_left: float) -> None:
+        """A renewal gave attempt *epoch* in slot *index* *lease_left* more seconds.
+
+        Ignored once the slot was given another job; a renewal that lands
+        after its job's child reported is ignored by the child (no job runs).
+        """
+        slot = self.slots[index]
+        with self._fence_lock:
+            if slot.epoch == epoch:
+                slot.deadline.value = time.monotonic() + lease_left - self.margin
 
     def _replace_idle(self, slot: _Slot) -> None:
         _stop_child(slot.process)  # (a pipe that broke under a live child: it goes too)

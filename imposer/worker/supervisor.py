@@ -100,7 +100,8 @@ class Supervisor:
             wake_sender=self.sender.wake)
         self.threads = [
             Periodic("lease-renewer", s.heartbeat_seconds, LeaseRenewer(
-                self.running, self.leases, self.overrun, s.lease_ttl_seconds, self.clock).beat),
+                self.running, self.leases, self.overrun, s.lease_ttl_seconds, self.clock,
+                self.pool.fence).beat),
             Periodic("message-holder", s.heartbeat_seconds,
                      MessageHolder(self.running, self.messages).beat),
             Periodic("sweep", s.sweep_seconds, lambda: sweeping.sweep(
@@ -145,6 +146,7 @@ class Supervisor:
         and nothing is held, so there is nothing to hand back.
         """
         self.stops.install()
+        self.pool.clear_leftovers()  # before AWS: an earlier run's helper must not outlive it
         patiently = Patience(self.settings.boot_retry_seconds, self.clock, self.drain,
                              self.fast)
         try:

@@ -84,6 +84,20 @@ class TestLeaseRenewer:
         assert table.snapshot()[0].lost
         assert errors(caplog) == ["lease_lost"]
 
+    def test_a_renewal_moves_the_running_jobs_fence(self, backends, renewing, clock):
+        """Each renewal tells the slot's child how long the lease now runs; a job that
+        already reported (its slot may run another) moves no fence."""
+        table, renewer = renewing
+        moved = []
+        renewer.fence = lambda slot, epoch, left: moved.append((slot, epoch, left))
+        clock.advance(2.0)
+        renewer.beat()
+        (job,) = table.snapshot()
+        assert moved == [(0, job.epoch, backends.settings.lease_ttl_seconds)]
+        settled(table, JobStatus.SUCCEEDED)
+        renewer.beat()
+        assert len(moved) == 1
+
 
 class TestMessageHolder:
     def test_a_message_invisible_for_long_enough_is_not_touched(self, backends, clock):
