@@ -36,6 +36,14 @@ def plant_everything(chaos: Chaos, tmp_path) -> list[subprocess.Popen]:
     # rerun: one more tool run in the call log
     with open(chaos.workdir / "calls.jsonl", "a") as calls:
         calls.write(json.dumps({"input": f"/x/{c.job_id}-{uuid.uuid4().hex}/input.pdf"}) + "\n")
+    # rerun: an attempt stopped by its lease fence, with no fault that kept its host from
+    # renewing the lease
+    with open(chaos.hosts[0].logs[-1], "a") as log:
+        log.write(json.dumps({
+            "action": "job_finished", "level": "INFO", "job_id": a.job_id,
+            "time": time.strftime("%Y-%m-%d %H:%M:%S,000"),
+            "message": f"job globex/{a.job_id} retrying: the attempt's lease ran out before "
+                       "the worker renewed it"}) + "\n")
     # fate: the harness now expects a permanent failure of a job that succeeded
     chaos.jobs[d.job_id] = attrs.evolve(d, kind="badpdf")
     # exit: a host that ended by itself with exit 4
@@ -85,3 +93,5 @@ class TestChecks:
             chaos.close()
         found = {v.column for v in report.violations}
         assert found == set(COLUMNS), report.render()
+        assert [v for v in report.violations
+                if v.column == "rerun" and "lease ran out" in v.detail], report.render()
