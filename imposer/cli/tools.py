@@ -89,8 +89,8 @@ def check_locally(layout: str, pdf: str) -> None:
 def demo(fast: bool, out: str) -> None:
     """Watch fairness happen: a noisy burst and three quiet tenants, no AWS needed.
 
-    Starts an embedded AWS stack, submits 60 jobs from one tenant and a few
-    from three others a moment later, runs 8 slots with the open engine and
+    Starts an embedded AWS stack, submits 60 jobs from one tenant and 3 each
+    from three quiet tenants seconds later, runs 8 slots with the open engine and
     shows who holds which slots. Uses Redis for admission control when a
     redis-server is installed (or IMPOSER_REDIS_URL is set).
     """
