@@ -190,7 +190,7 @@ def fetch(settings: Settings, job_id: str, tenant, target) -> None:
 @settings_options(*TABLE_NAMES, "slots", "default_cap")
 @handle_errors
 def stats(settings: Settings, since, as_json) -> None:
-    """Per tenant running/waiting/deferred (held at its cap) and p50/p95 wait; stranded capacity vs shortage.
+    """Per tenant running/waiting/deferred and p50/p95 wait; stranded capacity vs shortage.
 
     Stranded capacity (a slot idle while a tenant at its cap had work
     waiting) says raise caps or allow borrowing; shortage (all slots busy
