@@ -164,6 +164,15 @@ class Settings:
         "Days a final job record (and its webhook event) is kept before DynamoDB's TTL "
         "deletes it; covers the 4-week licence window.", 1,
     )
+    trusted_senders: str = _setting(
+        "", "IMPOSER_TRUSTED_SENDERS", str,
+        "SQS sender ids (IAM user id, role id, or role-id:session) that may send for any "
+        "tenant: a front door that stamps the tenant, other worker principals.",
+    )
+    require_senders: bool = _setting(
+        False, "IMPOSER_REQUIRE_SENDERS", _bool,
+        "Refuse a message for a tenant with no bound senders unless a trusted sender sent it.",
+    )
     metrics_namespace: str = _setting(
         "imposer", "IMPOSER_METRICS_NAMESPACE", str, "CloudWatch EMF namespace."
     )
