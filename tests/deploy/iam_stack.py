@@ -17,9 +17,17 @@ itself only, so the verdicts are the ones AWS would give:
   item's table (there is no IAM action ``TransactWriteItems``), and a
   ``BatchGetItem`` once per table.
 * SQS ``GetQueueUrl`` is checked against the queue's ARN (moto: ``*``).
+* A statement that applies only to plain-HTTP requests (``aws:SecureTransport``
+  false, the bucket's TLS-only Deny) never applies: requests to this stack
+  stand for HTTPS requests to AWS (moto cannot evaluate ``Bool`` and would
+  apply the Deny to every request).
 * S3 ``HeadBucket`` needs ``s3:ListBucket`` (moto asks for ``s3:HeadBucket``,
-  which is not an IAM action), and ``CopyObject`` also needs ``s3:GetObject``
-  on its source (moto checks the destination only).
+  which is not an IAM action), ``CopyObject`` also needs ``s3:GetObject``
+  on its source (moto checks the destination only), and reading a bucket's
+  encryption, ownership controls or public access block needs
+  ``s3:GetEncryptionConfiguration``, ``s3:GetBucketOwnershipControls`` and
+  ``s3:GetBucketPublicAccessBlock`` (moto asks for ``s3:ListBucket`` or a
+  name that is no IAM action).
 
 What stays out of reach is said in README's "Deploy on AWS": conditions
 (moto treats a statement whose condition it cannot evaluate as a deny),
@@ -76,7 +84,13 @@ def patch_moto(decisions: Decisions) -> None:
     from moto import settings
     from moto.core.authorization import ActionAuthenticatorMixin
     from moto.dynamodb.responses import DynamoHandler
-    from moto.iam.access_control import IAMRequest, IAMRequestBase, S3IAMRequest
+    from moto.iam.access_control import (
+        IAMPolicyStatement,
+        IAMRequest,
+        IAMRequestBase,
+        PermissionResult,
+        S3IAMRequest,
+    )
     from moto.s3 import responses as s3_responses
     from moto.sqs.exceptions import QueueDoesNotExist
     from moto.sqs.responses import SQSResponse
@@ -92,6 +106,16 @@ def patch_moto(decisions: Decisions) -> None:
         decisions.write(self._access_key.arn, self._action, resource, True)
 
     IAMRequestBase.check_action_permitted = check_and_record
+
+    statement_permits = IAMPolicyStatement.is_action_permitted
+
+    def over_tls(self, action, resource="*", principal=None, incoming_condition_values=None):
+        condition = self._statement.get("Condition") or {}
+        if str(condition.get("Bool", {}).get("aws:SecureTransport")).lower() == "false":
+            return PermissionResult.NEUTRAL  # requests here stand for HTTPS ones to AWS
+        return statement_permits(self, action, resource, principal, incoming_condition_values)
+
+    IAMPolicyStatement.is_action_permitted = over_tls
 
     def authorize_dynamodb(self, resource: str = "*") -> None:
         if ActionAuthenticatorMixin.request_count < settings.INITIAL_NO_AUTH_ACTION_COUNT:
@@ -122,6 +146,12 @@ def patch_moto(decisions: Decisions) -> None:
     SQSResponse._determine_resource = sqs_resource
 
     s3_responses.ACTION_MAP["BUCKET"]["HEAD"]["DEFAULT"] = "ListBucket"
+    # Bucket settings moto judges as ListBucket (it knows no such sub-resource) or under a
+    # name that is not an IAM action.
+    s3_responses.ACTION_MAP["BUCKET"]["GET"].update({
+        "encryption": "GetEncryptionConfiguration",
+        "ownershipControls": "GetBucketOwnershipControls",
+        "publicAccessBlock": "GetBucketPublicAccessBlock"})
     put_key = s3_responses.S3Response._key_response_put
 
     def put_or_copy(self, query, key_name):

@@ -52,7 +52,6 @@ def permissions(s: Settings, key: str) -> Iterator[Check]:
                           {"#k": field}, NEVER)
         dynamo.update(s.rollups_table, {"pk": key, "sk": key}, "SET probe = :p",
                       {":p": 1}, {"#k": "pk"}, NEVER)
-        dynamo.put(s.tenants_table, {"tenant_id": key}, NEVER, names={"#k": "tenant_id"})
         dynamo.put(s.waiting_table, {"tenant_id": key, "order": key}, NEVER,
                    names={"#k": "tenant_id"})
         return True
