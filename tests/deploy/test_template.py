@@ -14,6 +14,7 @@ import configparser
 import copy
 import json
 import re
+import string
 from pathlib import Path
 
 import attrs
@@ -251,8 +252,8 @@ class TestLint:
                 "exceptions": [], "failures": []}, outcome.output
             assert outcome.exit_code == 0
 
-    @pytest.mark.parametrize("policy", ["WorkerPolicy", "TenantPolicyExample",
-                                        "LogShippingPolicy"])
+    @pytest.mark.parametrize("policy", ["WorkerPolicy", "OperatorPolicy",
+                                        "TenantPolicyExample", "LogShippingPolicy"])
     def test_parliament_finds_nothing_in_the_policies(self, policy):
         """Each action matches its resource type (parliament); policy variables filled in first."""
         document = json.dumps({"Version": "2012-10-17",
@@ -408,18 +409,35 @@ class TestMetrics:
         assert ("fleet_slot_utilisation", frozenset()) in read
 
 
+def agent_config(stack: Stack) -> dict:
+    """deploy/cloudwatch-agent.json rendered for *stack* as README's envsubst line does."""
+    text = (DEPLOY / "cloudwatch-agent.json").read_text()
+    return json.loads(string.Template(text).substitute(
+        IMPOSER_LOG_GROUP=stack.output("LogGroupName")))
+
+
 class TestLogShipping:
     def test_the_agent_ships_the_file_the_log_unit_writes_to_the_stacks_log_group(self):
         """Journal -> imposer-logs.service -> file -> CloudWatch agent -> the metric filters' group."""
         unit = configparser.ConfigParser(strict=False, interpolation=None)
         unit.read(DEPLOY / "imposer-logs.service")
         written = unit["Service"]["StandardOutput"].removeprefix("append:")
-        collected, = json.loads((DEPLOY / "cloudwatch-agent.json").read_text())[
-            "logs"]["logs_collected"]["files"]["collect_list"]
         stack = Stack()
+        collected, = agent_config(stack)["logs"]["logs_collected"]["files"]["collect_list"]
         group = stack.properties("WorkerLogGroup")["LogGroupName"]
         assert (collected["file_path"], collected["log_group_name"]) == (written, group)
         assert (DEPLOY / "imposer-logs.logrotate").read_text().count(f"{written} {{") == 1
         assert {f["LogGroupName"] for f in stack.of_type("AWS::Logs::MetricFilter").values()} \
             == {group}
         assert "--unit=imposer.service" in unit["Service"]["ExecStart"]
+
+    def test_a_renamed_log_group_is_the_one_the_agent_ships_to(self):
+        """With LogGroupName changed, the rendered agent config names the new group; the file
+        itself names none."""
+        stack = Stack({"LogGroupName": "/acme/imposer-prod"})
+        collected, = agent_config(stack)["logs"]["logs_collected"]["files"]["collect_list"]
+        assert collected["log_group_name"] == "/acme/imposer-prod" == \
+            stack.properties("WorkerLogGroup")["LogGroupName"]
+        raw, = json.loads((DEPLOY / "cloudwatch-agent.json").read_text())["logs"][
+            "logs_collected"]["files"]["collect_list"]
+        assert raw["log_group_name"] == "${IMPOSER_LOG_GROUP}"
