@@ -66,7 +66,8 @@ class Settings:
     )
     cap_cache_seconds: float = _setting(
         5.0, "IMPOSER_CAP_CACHE_SECONDS", float,
-        "How long a worker keeps a tenant's cap (tier override) before reading it again.", 0
+        "How long a worker keeps a tenant's row (cap override, bound senders) before reading "
+        "it again.", 0
     )
     sweep_seconds: float = _setting(
         60.0, "IMPOSER_SWEEP_SECONDS", float, "Interval of the expired-lease sweep.", 0.01

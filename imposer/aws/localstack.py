@@ -19,6 +19,11 @@ credentials (an IAM user's id, a role's id and session), and imposer
 refuses a message whose sender is not bound to its tenant; this stack
 stamps what STS says of the request's access key, as SQS does.
 
+A bucket made by ``imposer init`` denies requests not made over TLS, as the
+template's does; moto cannot evaluate that condition and would deny every
+request. Requests to this stack stand for HTTPS requests to AWS, so a
+statement that applies only to plain HTTP never applies here.
+
 And moto answers a Query by sorting and filtering the whole table;
 ``localindex`` makes a Query read only its page, O(log n + limit), as DynamoDB
 does; and ``localtxn`` makes a transaction copy the items it writes rather
@@ -91,6 +96,24 @@ def use_real_senders() -> None:
     SQSResponse._imposer_senders = True
 
 
+def as_if_over_tls() -> None:
+    """Let no ``aws:SecureTransport`` = false statement apply (see the module doc)."""
+    from moto.iam.access_control import IAMPolicyStatement, PermissionResult
+
+    if getattr(IAMPolicyStatement, "_imposer_tls", False):
+        return
+    permits = IAMPolicyStatement.is_action_permitted
+
+    def over_tls(self, action, resource="*", principal=None, incoming_condition_values=None):
+        condition = self._statement.get("Condition") or {}
+        if str(condition.get("Bool", {}).get("aws:SecureTransport")).lower() == "false":
+            return PermissionResult.NEUTRAL
+        return permits(self, action, resource, principal, incoming_condition_values)
+
+    IAMPolicyStatement.is_action_permitted = over_tls
+    IAMPolicyStatement._imposer_tls = True
+
+
 class SerializeDynamoDB:
     """WSGI middleware: hold one lock around every ``DynamoDB_*`` request."""
 
@@ -125,6 +148,7 @@ class LocalStack:
         if fair_queues:
             use_fair_queues()
         use_real_senders()
+        as_if_over_tls()
         localindex.install()
         localtxn.install()
         app = SerializeDynamoDB(DomainDispatcherApplication(create_backend_app))

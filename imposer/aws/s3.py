@@ -185,9 +185,20 @@ class Storage:
                               lambda r: r["OwnershipControls"]["Rules"][0]["ObjectOwnership"]),
             "Versioning": read("versioning", c.get_bucket_versioning, "",
                                lambda r: r.get("Status")),
-            "Lifecycle": sorted(read("lifecycle", c.get_bucket_lifecycle_configuration,
-                                     "NoSuchLifecycleConfiguration",
-                                     lambda r: r["Rules"]) or [], key=lambda r: r["ID"]),
+            "Lifecycle": sorted((_rule(r) for r in read(
+                "lifecycle", c.get_bucket_lifecycle_configuration,
+                "NoSuchLifecycleConfiguration", lambda r: r["Rules"]) or []),
+                key=lambda r: r["ID"]),
             "Policy": read("policy", c.get_bucket_policy, "NoSuchBucketPolicy",
                            lambda r: json.loads(r["Policy"])["Statement"]) or [],
         }
+
+
+def _rule(rule: dict) -> dict:
+    """A lifecycle rule with its prefix in ``Filter``, where S3 reports it either way
+    (a rule made with the older top-level ``Prefix``, as CloudFormation may, keeps it)."""
+    out = dict(rule)
+    prefix = out.pop("Prefix", None)
+    if not out.get("Filter"):
+        out["Filter"] = {"Prefix": prefix or ""}
+    return out

@@ -49,7 +49,8 @@ class JobQueue:
                 QueueUrl=self.url(), MaxNumberOfMessages=max(1, min(10, max_messages)),
                 WaitTimeSeconds=wait, VisibilityTimeout=seconds(visibility),
                 MessageSystemAttributeNames=["SenderId", "SentTimestamp",
-                                             "ApproximateReceiveCount", "MessageGroupId"], MessageAttributeNames=["All"])
+                                             "ApproximateReceiveCount", "MessageGroupId"],
+                MessageAttributeNames=["All"])
         out = []
         for m in resp.get("Messages", []):
             attrs_ = m.get("Attributes", {})
@@ -133,7 +134,7 @@ class JobQueue:
     def ensure(self, attributes: dict[str, dict[str, str]]) -> dict[str, bool]:
         """Create each queue of *attributes* (name -> its attributes) that is missing, in
         order; return which were made. A queue that exists is left as it is: a stack or an
-        operator owns its settings, and ``attributes`` says how they differ."""
+        operator owns its settings (``state.provision.drift`` says how they differ)."""
         made = {}
         for name, wanted in attributes.items():
             with session.translated(f"create queue {name}"):

@@ -1,7 +1,8 @@
 """`imposer init`: create queues, tables and bucket, idempotently, and upgrade old tables.
 
 Every table's layout comes from the store that owns it (``table_spec``), and
-every other attribute from ``wanted`` here, so ``init``, the stores and the
+every other attribute from ``queue_attributes``, ``table_shape`` and
+``bucket_settings`` here, so ``init``, the stores and the
 CloudFormation template cannot drift apart (tests/deploy compares them all).
 A resource init creates gets every attribute the template gives it. One that
 exists is left as it is, whoever made it (a stack, an operator), except that
@@ -21,7 +22,7 @@ import attrs
 from imposer.aws import tables
 from imposer.aws.dynamodb import Dynamo
 from imposer.aws.s3 import Storage
-from imposer.aws.sqs import JobQueue
+from imposer.aws.sqs import JobQueue, seconds
 from imposer.errors import MissingResource
 from imposer.models import JobRecord
 from imposer.settings import Settings
@@ -52,8 +53,6 @@ ATTEMPT_EXPIRY_DAYS = 2
 
 def queue_attributes(settings: Settings, dlq_arn: str | None) -> dict[str, str]:
     """The DLQ's attributes (*dlq_arn* None) or the job queue's, redriving to *dlq_arn*."""
-    from imposer.aws.sqs import seconds
-
     out = {"MessageRetentionPeriod": str(int(min(settings.retention_seconds, 1209600))),
            "VisibilityTimeout": str(seconds(settings.lease_ttl_seconds)),
            "SqsManagedSseEnabled": "true"}

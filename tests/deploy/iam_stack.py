@@ -17,10 +17,6 @@ itself only, so the verdicts are the ones AWS would give:
   item's table (there is no IAM action ``TransactWriteItems``), and a
   ``BatchGetItem`` once per table.
 * SQS ``GetQueueUrl`` is checked against the queue's ARN (moto: ``*``).
-* A statement that applies only to plain-HTTP requests (``aws:SecureTransport``
-  false, the bucket's TLS-only Deny) never applies: requests to this stack
-  stand for HTTPS requests to AWS (moto cannot evaluate ``Bool`` and would
-  apply the Deny to every request).
 * S3 ``HeadBucket`` needs ``s3:ListBucket`` (moto asks for ``s3:HeadBucket``,
   which is not an IAM action), ``CopyObject`` also needs ``s3:GetObject``
   on its source (moto checks the destination only), and reading a bucket's
@@ -84,13 +80,7 @@ def patch_moto(decisions: Decisions) -> None:
     from moto import settings
     from moto.core.authorization import ActionAuthenticatorMixin
     from moto.dynamodb.responses import DynamoHandler
-    from moto.iam.access_control import (
-        IAMPolicyStatement,
-        IAMRequest,
-        IAMRequestBase,
-        PermissionResult,
-        S3IAMRequest,
-    )
+    from moto.iam.access_control import IAMRequest, IAMRequestBase, S3IAMRequest
     from moto.s3 import responses as s3_responses
     from moto.sqs.exceptions import QueueDoesNotExist
     from moto.sqs.responses import SQSResponse
@@ -106,16 +96,6 @@ def patch_moto(decisions: Decisions) -> None:
         decisions.write(self._access_key.arn, self._action, resource, True)
 
     IAMRequestBase.check_action_permitted = check_and_record
-
-    statement_permits = IAMPolicyStatement.is_action_permitted
-
-    def over_tls(self, action, resource="*", principal=None, incoming_condition_values=None):
-        condition = self._statement.get("Condition") or {}
-        if str(condition.get("Bool", {}).get("aws:SecureTransport")).lower() == "false":
-            return PermissionResult.NEUTRAL  # requests here stand for HTTPS ones to AWS
-        return statement_permits(self, action, resource, principal, incoming_condition_values)
-
-    IAMPolicyStatement.is_action_permitted = over_tls
 
     def authorize_dynamodb(self, resource: str = "*") -> None:
         if ActionAuthenticatorMixin.request_count < settings.INITIAL_NO_AUTH_ACTION_COUNT:
