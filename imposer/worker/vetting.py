@@ -2,9 +2,9 @@
 
 An invalid message is recorded (under the tenant that sent it) and moved to
 the DLQ at once; one whose SQS sender may not send for the tenant it names
-(``senders``) is moved there unrecorded; a message whose handling keeps failing for a bug of ours
-goes there too after ``POISON_FAILURES`` tries, so no message crashes the
-parent or comes back for ever.
+(``senders``) is moved there unrecorded; a message whose handling keeps
+failing for a bug of ours goes there too after ``POISON_FAILURES`` tries, so
+no message crashes the parent or comes back for ever.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ class Vetting:
         self._failures: dict[str, int] = {}
 
     def parse(self, message: Received) -> JobRequest:
-        """The message's job request; InvalidMessage if its body, group, sender or keys are wrong."""
+        """The message's job request; InvalidMessage if its body, sender, group or keys are
+        wrong."""
         request = JobRequest.from_body(message.body)
         self.senders.check(request.tenant_id, message.sender_id)
         if message.group_id is None:

@@ -279,23 +279,17 @@ def submit_jobs(result: Scenario, url: str, tmp: Path, receiver: WebhookReceiver
             lambda: s3.get_object(Bucket=s.bucket, Key=other))
         result.tenant_tries["submit as tenant-b"] = client_error(
             lambda: submit("tenant-b", pdf, layout(), aws=aws, **common))
-        # A message naming tenant-b's artwork: the worker must refuse it unread.
-        invalid = str(uuid.uuid4().hex)
-        aws.send(s.queue_name, json.dumps({
-            "version": 1, "job_id": invalid, "tenant_id": "tenant-a",
-            "input": f"s3://{s.bucket}/{other}", "layout": layout(),
-            "output": f"s3://{s.bucket}/tenants/tenant-a/jobs/{invalid}/plate.pdf"}),
-            group_id="tenant-a")
-        result.jobs["invalid"] = invalid
-        # tenant-b's own artwork, in a message tenant-a sends in tenant-b's name: SQS lets
-        # it through (the tenant policy may send), the worker refuses it by its SenderId.
-        forged = uuid.uuid4().hex
-        aws.send(s.queue_name, json.dumps({
-            "version": 1, "job_id": forged, "tenant_id": "tenant-b",
-            "input": f"s3://{s.bucket}/{other}", "layout": layout(),
-            "output": f"s3://{s.bucket}/tenants/tenant-b/jobs/{forged}/plate.pdf"}),
-            group_id="tenant-b")
-        result.jobs["forged"] = forged
+        # A message naming tenant-b's artwork: the worker must refuse it unread. And the
+        # same artwork in a message sent in tenant-b's name: SQS lets it through (the tenant
+        # policy may send), the worker refuses it by its SenderId.
+        for name, tenant in (("invalid", "tenant-a"), ("forged", "tenant-b")):
+            job = uuid.uuid4().hex
+            aws.send(s.queue_name, json.dumps({
+                "version": 1, "job_id": job, "tenant_id": tenant,
+                "input": f"s3://{s.bucket}/{other}", "layout": layout(),
+                "output": f"s3://{s.bucket}/tenants/{tenant}/jobs/{job}/plate.pdf"}),
+                group_id=tenant)
+            result.jobs[name] = job
 
 
 def operate(result: Scenario, imposer, tmp: Path) -> None:

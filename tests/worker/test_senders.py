@@ -64,7 +64,8 @@ class TestSenderMatching:
 
 class TestSenderCheck:
     def test_an_unbound_tenant_takes_anyone_unless_senders_are_required(self, backends):
-        """No binding and no requirement: as before; with IMPOSER_REQUIRE_SENDERS only the trusted."""
+        """No binding, no requirement: anyone, as before; with IMPOSER_REQUIRE_SENDERS only
+        the trusted."""
         check(backends).check("acme", "AIDASTRANGER")
         with pytest.raises(SenderRefused, match="no bound sender"):
             check(backends, require=True).check("acme", "AIDASTRANGER")
