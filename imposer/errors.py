@@ -69,6 +69,17 @@ class InvalidMessage(PermanentJobError, ValueError):
     kind = "invalid_message"
 
 
+class SenderRefused(InvalidMessage):
+    """The principal SQS says sent a message is not bound to the tenant the message names.
+
+    Nothing is recorded under the named tenant: the sender chose the job id
+    and the webhook URL, so a record could fail that tenant's real job of the
+    same id, or sign an event with its secret for the sender's URL.
+    """
+
+    kind = "sender_refused"
+
+
 class LayoutError(PermanentJobError):
     """A layout specification is malformed or cannot be satisfied."""
 

@@ -66,7 +66,8 @@ class Settings:
     )
     cap_cache_seconds: float = _setting(
         5.0, "IMPOSER_CAP_CACHE_SECONDS", float,
-        "How long a worker keeps a tenant's cap (tier override) before reading it again.", 0
+        "How long a worker keeps a tenant's row (cap override, bound senders) before reading "
+        "it again.", 0
     )
     sweep_seconds: float = _setting(
         60.0, "IMPOSER_SWEEP_SECONDS", float, "Interval of the expired-lease sweep.", 0.01
@@ -163,6 +164,15 @@ class Settings:
         35.0, "IMPOSER_JOB_RETENTION_DAYS", float,
         "Days a final job record (and its webhook event) is kept before DynamoDB's TTL "
         "deletes it; covers the 4-week licence window.", 1,
+    )
+    trusted_senders: str = _setting(
+        "", "IMPOSER_TRUSTED_SENDERS", str,
+        "SQS sender ids (IAM user id, role id, or role-id:session) that may send for any "
+        "tenant: a front door that stamps the tenant, other worker principals.",
+    )
+    require_senders: bool = _setting(
+        False, "IMPOSER_REQUIRE_SENDERS", _bool,
+        "Refuse a message for a tenant with no bound senders unless a trusted sender sent it.",
     )
     metrics_namespace: str = _setting(
         "imposer", "IMPOSER_METRICS_NAMESPACE", str, "CloudWatch EMF namespace."

@@ -13,6 +13,17 @@ favour of quieter ones; this stack approximates that by ordering visible
 messages by how many messages their group already has in flight (deferred
 messages are in flight too), keeping each group's own order.
 
+moto stamps every message with one made-up ``SenderId``, whoever sent it.
+SQS stamps the sender's principal, the ``UserId`` STS gives the same
+credentials (an IAM user's id, a role's id and session), and imposer
+refuses a message whose sender is not bound to its tenant; this stack
+stamps what STS says of the request's access key, as SQS does.
+
+A bucket made by ``imposer init`` denies requests not made over TLS, as the
+template's does; moto cannot evaluate that condition and would deny every
+request. Requests to this stack stand for HTTPS requests to AWS, so a
+statement that applies only to plain HTTP never applies here.
+
 And moto answers a Query by sorting and filtering the whole table;
 ``localindex`` makes a Query read only its page, O(log n + limit), as DynamoDB
 does; and ``localtxn`` makes a transaction copy the items it writes rather
@@ -50,6 +61,59 @@ def use_fair_queues() -> None:
     Queue.messages = property(_fair_messages)
 
 
+_sending = threading.local()
+
+
+def use_real_senders() -> None:
+    """Make moto stamp each sent message with its sender's principal (see the module doc)."""
+    from moto.sqs import models
+    from moto.sqs.responses import SQSResponse
+    from moto.sts.models import sts_backends
+
+    if getattr(SQSResponse, "_imposer_senders", False):
+        return
+    made = models.Message.__init__
+
+    def init(self, *args, **kwargs) -> None:
+        made(self, *args, **kwargs)
+        sender = getattr(_sending, "sender", None)
+        if sender:
+            self.sender_id = sender
+
+    def stamped(send):
+        def wrapper(self):
+            backend = sts_backends[self.current_account]["aws"]
+            _sending.sender = backend.get_caller_identity(self.get_access_key(), self.region)[0]
+            try:
+                return send(self)
+            finally:
+                _sending.sender = None
+        return wrapper
+
+    models.Message.__init__ = init
+    SQSResponse.send_message = stamped(SQSResponse.send_message)
+    SQSResponse.send_message_batch = stamped(SQSResponse.send_message_batch)
+    SQSResponse._imposer_senders = True
+
+
+def as_if_over_tls() -> None:
+    """Let no ``aws:SecureTransport`` = false statement apply (see the module doc)."""
+    from moto.iam.access_control import IAMPolicyStatement, PermissionResult
+
+    if getattr(IAMPolicyStatement, "_imposer_tls", False):
+        return
+    permits = IAMPolicyStatement.is_action_permitted
+
+    def over_tls(self, action, resource="*", principal=None, incoming_condition_values=None):
+        condition = self._statement.get("Condition") or {}
+        if str(condition.get("Bool", {}).get("aws:SecureTransport")).lower() == "false":
+            return PermissionResult.NEUTRAL
+        return permits(self, action, resource, principal, incoming_condition_values)
+
+    IAMPolicyStatement.is_action_permitted = over_tls
+    IAMPolicyStatement._imposer_tls = True
+
+
 class SerializeDynamoDB:
     """WSGI middleware: hold one lock around every ``DynamoDB_*`` request."""
 
@@ -83,6 +147,8 @@ class LocalStack:
 
         if fair_queues:
             use_fair_queues()
+        use_real_senders()
+        as_if_over_tls()
         localindex.install()
         localtxn.install()
         app = SerializeDynamoDB(DomainDispatcherApplication(create_backend_app))

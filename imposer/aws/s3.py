@@ -8,6 +8,7 @@ one attempt's output ever becomes visible at the output key.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import botocore.exceptions
@@ -70,7 +71,10 @@ class Storage:
             try:
                 head = self.client.head_object(Bucket=uri.bucket, Key=uri.key)
             except botocore.exceptions.ClientError as exc:
-                if session.error_code(exc) in ("404", "NoSuchKey", "NotFound"):
+                # Without s3:ListBucket (the worker has none) S3 says 403 for a missing key.
+                # The worker may read every key it heads, so 403 means absent here; and the
+                # copy that follows an absent answer is conditional on the key being empty.
+                if session.error_code(exc) in ("404", "NoSuchKey", "NotFound", "403"):
                     return None
                 raise
         return head.get("Metadata", {}).get(EPOCH_META, "")
@@ -117,17 +121,6 @@ class Storage:
         with session.translated(f"download {uri}"):
             return self.client.get_object(Bucket=uri.bucket, Key=uri.key)["Body"].read()
 
-    def bucket_exists(self, bucket: str) -> bool:
-        """True if *bucket* answers us; False if it is not there. Any other refusal raises."""
-        with session.translated(f"find bucket {bucket}"):
-            try:
-                self.client.head_bucket(Bucket=bucket)
-            except botocore.exceptions.ClientError as exc:
-                if session.error_code(exc) != "404":
-                    raise
-                return False
-        return True
-
     def lifecycle_rules(self, bucket: str) -> list[dict]:
         """The bucket's lifecycle rules; a bucket that has none raises BackendError."""
         with session.translated(f"read the lifecycle of {bucket}"):
@@ -136,8 +129,8 @@ class Storage:
     def ensure_bucket(self, bucket: str, region: str) -> bool:
         """Create *bucket* if missing; return True if created."""
         with session.translated(f"create bucket {bucket}"):
-            try:
-                self.client.head_bucket(Bucket=bucket)
+            try:  # not HeadBucket: an operator of a stack may read settings, not list keys
+                self.client.get_bucket_versioning(Bucket=bucket)
                 return False
             except botocore.exceptions.ClientError as exc:
                 if session.error_code(exc) not in ("404", "NoSuchBucket"):
@@ -147,3 +140,65 @@ class Storage:
                 kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
             self.client.create_bucket(**kwargs)
         return True
+
+    def configure_bucket(self, bucket: str, settings: dict) -> None:
+        """Give a bucket init just made the settings ``bucket_settings`` reads back."""
+        with session.translated(f"configure bucket {bucket}"):
+            self.client.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration={
+                "Rules": [{"ApplyServerSideEncryptionByDefault": {
+                    "SSEAlgorithm": settings["Encryption"]}}]})
+            self.client.put_public_access_block(
+                Bucket=bucket, PublicAccessBlockConfiguration=settings["PublicAccessBlock"])
+            self.client.put_bucket_ownership_controls(Bucket=bucket, OwnershipControls={
+                "Rules": [{"ObjectOwnership": settings["Ownership"]}]})
+            self.client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={
+                "Status": settings["Versioning"]})
+            self.client.put_bucket_lifecycle_configuration(
+                Bucket=bucket, LifecycleConfiguration={"Rules": settings["Lifecycle"]})
+            self.client.put_bucket_policy(Bucket=bucket, Policy=json.dumps(
+                {"Version": "2012-10-17", "Statement": settings["Policy"]}))
+
+    def bucket_settings(self, bucket: str) -> dict:
+        """The bucket's encryption, public access block, ownership, versioning, lifecycle
+        rules and policy statements, None (or []) for each one it has not."""
+        c = self.client
+
+        def read(what: str, call, missing: str, pick):
+            with session.translated(f"read the {what} of {bucket}"):
+                try:
+                    return pick(call(Bucket=bucket))
+                except botocore.exceptions.ClientError as exc:
+                    if session.error_code(exc) != missing:
+                        raise
+                    return None
+
+        return {
+            "Encryption": read("encryption", c.get_bucket_encryption,
+                               "ServerSideEncryptionConfigurationNotFoundError",
+                               lambda r: r["ServerSideEncryptionConfiguration"]["Rules"][0][
+                                   "ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"]),
+            "PublicAccessBlock": read("public access block", c.get_public_access_block,
+                                      "NoSuchPublicAccessBlockConfiguration",
+                                      lambda r: r["PublicAccessBlockConfiguration"]),
+            "Ownership": read("ownership controls", c.get_bucket_ownership_controls,
+                              "OwnershipControlsNotFoundError",
+                              lambda r: r["OwnershipControls"]["Rules"][0]["ObjectOwnership"]),
+            "Versioning": read("versioning", c.get_bucket_versioning, "",
+                               lambda r: r.get("Status")),
+            "Lifecycle": sorted((_rule(r) for r in read(
+                "lifecycle", c.get_bucket_lifecycle_configuration,
+                "NoSuchLifecycleConfiguration", lambda r: r["Rules"]) or []),
+                key=lambda r: r["ID"]),
+            "Policy": read("policy", c.get_bucket_policy, "NoSuchBucketPolicy",
+                           lambda r: json.loads(r["Policy"])["Statement"]) or [],
+        }
+
+
+def _rule(rule: dict) -> dict:
+    """A lifecycle rule with its prefix in ``Filter``, where S3 reports it either way
+    (a rule made with the older top-level ``Prefix``, as CloudFormation may, keeps it)."""
+    out = dict(rule)
+    prefix = out.pop("Prefix", None)
+    if not out.get("Filter"):
+        out["Filter"] = {"Prefix": prefix or ""}
+    return out

@@ -5,7 +5,6 @@ Visibility is whole seconds in SQS; fractions (used by fast tests) round up.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from typing import Any
@@ -49,7 +48,9 @@ class JobQueue:
             resp = self.client.receive_message(
                 QueueUrl=self.url(), MaxNumberOfMessages=max(1, min(10, max_messages)),
                 WaitTimeSeconds=wait, VisibilityTimeout=seconds(visibility),
-                MessageSystemAttributeNames=["All"], MessageAttributeNames=["All"])
+                MessageSystemAttributeNames=["SenderId", "SentTimestamp",
+                                             "ApproximateReceiveCount", "MessageGroupId"],
+                MessageAttributeNames=["All"])
         out = []
         for m in resp.get("Messages", []):
             attrs_ = m.get("Attributes", {})
@@ -58,6 +59,7 @@ class JobQueue:
                 group_id=attrs_.get("MessageGroupId"),
                 sent_at=int(attrs_.get("SentTimestamp", "0")) / 1000.0,
                 receive_count=int(attrs_.get("ApproximateReceiveCount", "1")),
+                sender_id=attrs_.get("SenderId"),
                 attributes={k: v.get("StringValue", "")
                             for k, v in (m.get("MessageAttributes") or {}).items()},
             ))
@@ -129,35 +131,27 @@ class JobQueue:
             "delayed": int(attrs_.get("ApproximateNumberOfMessagesDelayed", 0)),
         }
 
-    def ensure(self, retention_seconds: float, max_receive_count: int,
-               visibility: float) -> dict[str, bool]:
-        """Create the DLQ and the job queue with its redrive policy; return what was made."""
+    def ensure(self, attributes: dict[str, dict[str, str]]) -> dict[str, bool]:
+        """Create each queue of *attributes* (name -> its attributes) that is missing, in
+        order; return which were made. A queue that exists is left as it is: a stack or an
+        operator owns its settings (``state.provision.drift`` says how they differ)."""
         made = {}
-        for name, extra_attrs in ((self.dlq_name, {}), (self.name, None)):
-            attributes = {"MessageRetentionPeriod": str(int(min(retention_seconds, 1209600))),
-                          "VisibilityTimeout": str(seconds(visibility))}
-            if extra_attrs is None:
-                dlq_arn = self._arn(self.dlq_name)
-                attributes["RedrivePolicy"] = json.dumps(
-                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)})
+        for name, wanted in attributes.items():
             with session.translated(f"create queue {name}"):
                 try:
-                    existing = self.client.get_queue_url(QueueName=name)["QueueUrl"]
+                    self._urls[name] = self.client.get_queue_url(QueueName=name)["QueueUrl"]
+                    made[name] = False
+                    continue
                 except botocore.exceptions.ClientError as exc:
                     if "NonExistentQueue" not in session.error_code(exc) and \
                             session.error_code(exc) != "QueueDoesNotExist":
                         raise
-                    existing = None
-                if existing:
-                    self.client.set_queue_attributes(QueueUrl=existing, Attributes=attributes)
-                    made[name] = False
-                else:
-                    self._urls[name] = self.client.create_queue(
-                        QueueName=name, Attributes=attributes)["QueueUrl"]
-                    made[name] = True
+                self._urls[name] = self.client.create_queue(
+                    QueueName=name, Attributes=wanted)["QueueUrl"]
+                made[name] = True
         return made
 
-    def _arn(self, name: str) -> str:
+    def arn(self, name: str) -> str:
         with session.translated(f"read arn of {name}"):
             return self.client.get_queue_attributes(
                 QueueUrl=self.url(name), AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

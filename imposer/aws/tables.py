@@ -2,9 +2,10 @@
 
 Each store in ``imposer.state`` declares its table as a ``TableSpec``: keys,
 global secondary indexes and the TTL attribute. ``ensure`` creates a missing
-table, and on an existing one (made by an older imposer) adds the indexes it
-lacks and turns TTL on, so an upgrade is `imposer init` again. The
-CloudFormation template is checked against the same specs.
+table (with point-in-time recovery, as the template makes it), and on an
+existing one (made by an older imposer) adds the indexes it lacks and turns
+TTL on, so an upgrade is `imposer init` again. The CloudFormation template is
+checked against the same specs.
 """
 
 from __future__ import annotations
@@ -81,7 +82,11 @@ def ensure(dynamo: Dynamo, spec: TableSpec, wait: float = 120.0) -> list[str]:
     """Make *spec*'s table exist with its indexes and TTL; return what was done, in words."""
     client, done = dynamo.client, []
     with session.translated(f"create {spec.name}"):
-        try:
+        try:  # look first: a stack's operator may read tables, not create them
+            client.describe_table(TableName=spec.name)
+        except botocore.exceptions.ClientError as exc:
+            if session.error_code(exc) != "ResourceNotFoundException":
+                raise
             client.create_table(
                 TableName=spec.name, KeySchema=spec.key_schema(),
                 AttributeDefinitions=_definitions(spec, set(spec.attribute_types())),
@@ -89,10 +94,11 @@ def ensure(dynamo: Dynamo, spec: TableSpec, wait: float = 120.0) -> list[str]:
                 **({"GlobalSecondaryIndexes": [i.to_api() for i in spec.indexes]}
                    if spec.indexes else {}))
             done.append("created")
-        except botocore.exceptions.ClientError as exc:
-            if session.error_code(exc) != "ResourceInUseException":
-                raise
         _wait_active(client, spec.name, wait)
+        if done:
+            client.update_continuous_backups(TableName=spec.name,
+                                             PointInTimeRecoverySpecification={
+                                                 "PointInTimeRecoveryEnabled": True})
         table = client.describe_table(TableName=spec.name)["Table"]
         have = {i["IndexName"] for i in table.get("GlobalSecondaryIndexes", [])}
         for index in spec.indexes:
@@ -120,6 +126,14 @@ def describe(dynamo: Dynamo, name: str) -> dict[str, Any]:
         table["TimeToLive"] = dynamo.client.describe_time_to_live(
             TableName=name)["TimeToLiveDescription"]
     return table
+
+
+def point_in_time_recovery(dynamo: Dynamo, name: str) -> bool:
+    """Say whether the table can be restored to any second of the last 35 days."""
+    with session.translated(f"read the backups of {name}"):
+        reply = dynamo.client.describe_continuous_backups(TableName=name)
+    return reply["ContinuousBackupsDescription"].get("PointInTimeRecoveryDescription", {}).get(
+        "PointInTimeRecoveryStatus") == "ENABLED"
 
 
 def _wait_active(client: Any, name: str, timeout: float) -> None:

@@ -62,14 +62,21 @@ def tenants() -> None:
 @click.option("--webhook-host", "webhook_hosts", multiple=True, metavar="HOST",
               help="Host a webhook URL may point at (repeat; *.example.com allowed). Replaces "
                    "the list.")
+@click.option("--sender", "senders", multiple=True, metavar="SENDER_ID",
+              help="SQS sender that may send this tenant's jobs: an IAM user id (AIDA...) or "
+                   "role id (AROA..., any session; AROA...:session for one). Repeat; replaces "
+                   "the list. Messages from anyone else naming TENANT are dead-lettered.")
+@click.option("--clear-senders", is_flag=True,
+              help="Unbind every sender (then IMPOSER_REQUIRE_SENDERS decides).")
 @settings_options(*TABLE_NAMES, "default_cap")
 @handle_errors
 def tenants_set(settings: Settings, tenant: str, cap, clear_cap, webhook_secret,
-                webhook_hosts) -> None:
+                webhook_hosts, senders, clear_senders) -> None:
     """Set TENANT's cap or webhook settings; the next acquire sees it, no restart."""
     import attrs
 
     from imposer.models import TenantConfig, valid_id
+    from imposer.models.senders import valid_sender
     from imposer.models.signature import new_secret
     from imposer.worker.wiring import connect
 
@@ -78,9 +85,18 @@ def tenants_set(settings: Settings, tenant: str, cap, clear_cap, webhook_secret,
                                  "starting with a letter or digit)", param_hint="TENANT")
     if cap is not None and clear_cap:
         raise click.UsageError("--cap and --clear-cap contradict each other; give one")
-    if cap is None and not clear_cap and not webhook_secret and not webhook_hosts:
-        raise click.UsageError("nothing to set: give --cap, --clear-cap, --webhook-secret or "
-                               "--webhook-host")
+    if senders and clear_senders:
+        raise click.UsageError("--sender and --clear-senders contradict each other; give one")
+    for sender in senders:
+        if not valid_sender(sender):
+            raise click.BadParameter(f"{sender!r} is not a sender id (the UserId of an IAM "
+                                     "user, AIDA..., or the RoleId of a role, AROA..., as "
+                                     "`aws iam get-user` / `get-role` print them; a role id "
+                                     "may end in :session)", param_hint="--sender")
+    if cap is None and not clear_cap and not webhook_secret and not webhook_hosts \
+            and not senders and not clear_senders:
+        raise click.UsageError("nothing to set: give --cap, --clear-cap, --webhook-secret, "
+                               "--webhook-host, --sender or --clear-senders")
     generated = webhook_secret == "generate"
     store = connect(settings).tenants
     current = store.get(tenant) or TenantConfig(tenant_id=tenant)
@@ -91,6 +107,8 @@ def tenants_set(settings: Settings, tenant: str, cap, clear_cap, webhook_secret,
         changes["webhook_secret"] = new_secret() if generated else webhook_secret
     if webhook_hosts:
         changes["webhook_hosts"] = tuple(webhook_hosts)
+    if senders or clear_senders:
+        changes["senders"] = tuple(senders)
     updated = attrs.evolve(current, **changes)
     store.put(updated)
     click.echo(_describe(updated, settings.default_cap, show_secret=generated))
@@ -104,7 +122,9 @@ def _describe(config, default_cap: int, show_secret: bool = False) -> str:
     if config.webhook_secret:
         secret = config.webhook_secret if show_secret else "set"
     hosts = ", ".join(config.webhook_hosts) or "none"
-    return f"{config.tenant_id}: cap {cap}; webhook secret {secret}; webhook hosts {hosts}"
+    senders = ", ".join(config.senders) or "none bound"
+    return (f"{config.tenant_id}: cap {cap}; webhook secret {secret}; webhook hosts {hosts}; "
+            f"senders {senders}")
 
 
 @tenants.command("list")
@@ -132,7 +152,8 @@ def tenants_list(settings: Settings, as_json: bool) -> None:
                      "override": config.cap is not None,
                      "inflight": counter.inflight if counter else 0,
                      "borrowed": counter.borrowed if counter else 0,
-                     "webhook_hosts": list(config.webhook_hosts)})
+                     "webhook_hosts": list(config.webhook_hosts),
+                     "senders": list(config.senders)})
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

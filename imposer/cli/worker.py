@@ -52,20 +52,39 @@ def local(port: int, strict_order: bool) -> None:
 
 
 @click.command()
-@settings_options(*AWS_NAMES, "lease_ttl_seconds", "retention_seconds", "max_receive_count")
+@click.option("--check", is_flag=True,
+              help="Change nothing: compare every resource with what init would make of it "
+                   "and exit 1 if any is missing or differs (safe on a stack's resources).")
+@settings_options(*AWS_NAMES, "lease_ttl_seconds", "retention_seconds", "max_receive_count",
+                  "job_retention_days")
 @handle_errors
-def init(settings: Settings) -> None:
+def init(settings: Settings, check: bool) -> None:
     """Create the job queue, its DLQ, the tables and the bucket (idempotent); upgrade old tables.
 
-    On tables made by an older imposer it adds the indexes and TTL they lack
-    and moves job records still open to their (tenant, job) keys, with a
-    progress bar: stop the old workers first.
+    What it creates gets the template's settings (encryption, point-in-time
+    recovery, versioning, lifecycle, public access block, TLS only). What
+    exists it leaves as it is and says how it differs: a stack or an operator
+    owns it. On tables made by an older imposer it adds the indexes and TTL
+    they lack and moves job records still open to their (tenant, job) keys,
+    with a progress bar: stop the old workers first.
     """
-    from imposer.state.provision import provision, stale_records, upgrade
+    from imposer.state.provision import drift, provision, stale_records, upgrade
 
-    for row in provision(settings):
+    if check:
+        rows = drift(settings)
+        for row in rows:
+            click.echo(f"{row.kind:7} {row.name:32} {row.done}")
+        if any(row.done != "matches" for row in rows):
+            fail("some resources differ from what init would make (nothing was changed)",
+                 Exit.FAILED)
+        click.echo("every resource matches what init would make; nothing was changed")
+        return
+    rows = provision(settings)
+    for row in rows:
         click.echo(f"{row.kind:7} {row.name:32} {row.done}")
     stale = list(stale_records(settings))
+    if not stale and all(row.done.startswith("exists") for row in rows):
+        click.echo("all there already; nothing was changed")
     if stale:
         with click.progressbar(length=len(stale), label="upgrading job records",
                                file=sys.stderr) as bar:

@@ -18,6 +18,8 @@ class Received:
     sent_at: float
     receive_count: int
     attributes: dict[str, str] = attrs.field(factory=dict)
+    #: SenderId: the principal SQS says sent it (``models.senders``); None if not asked.
+    sender_id: str | None = None
     #: Wall-clock time it shows up again by itself, as far as this worker knows
     #: (0: unknown, so any hold is due).
     visible_until: float = 0.0

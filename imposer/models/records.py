@@ -47,6 +47,9 @@ class TenantConfig:
     webhook_secret: str | None = None
     #: Host names a webhook URL may point at.
     webhook_hosts: tuple[str, ...] = ()
+    #: SQS sender ids that may send this tenant's jobs (``models.senders``); none
+    #: binds nobody, and then IMPOSER_REQUIRE_SENDERS decides.
+    senders: tuple[str, ...] = ()
 
     def to_item(self) -> dict[str, Any]:
         item = {
@@ -56,6 +59,8 @@ class TenantConfig:
         }
         if self.webhook_hosts:
             item["webhook_hosts"] = list(self.webhook_hosts)
+        if self.senders:
+            item["senders"] = list(self.senders)
         return _drop_none(item)
 
     @classmethod
@@ -65,6 +70,7 @@ class TenantConfig:
             cap=item.get("cap"),
             webhook_secret=item.get("webhook_secret"),
             webhook_hosts=tuple(item.get("webhook_hosts") or ()),
+            senders=tuple(item.get("senders") or ()),
         )
 
 

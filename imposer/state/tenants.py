@@ -1,8 +1,8 @@
-"""The tenant config table: tier overrides (cap) and webhook settings.
+"""The tenant config table: tier overrides (cap), webhook settings, bound senders.
 
-A worker reads a tenant's cap at most once per ``IMPOSER_CAP_CACHE_SECONDS``
-(5 s), so a change takes effect within seconds, without a restart, and a
-busy tenant's acquires do not each cost a read.
+A worker reads a tenant's row (its cap, its senders) at most once per
+``IMPOSER_CAP_CACHE_SECONDS`` (5 s), so a change takes effect within seconds,
+without a restart, and a busy tenant's acquires do not each cost a read.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ class TenantStore:
         self.default_cap = default_cap
         self.cache_seconds = cache_seconds
         self.clock = clock or SystemClock()
-        #: tenant -> (monotonic time the cap was read, the cap)
-        self._caps: dict[str, tuple[float, int]] = {}
+        #: tenant -> (monotonic time the row was read, the row or None)
+        self._caps: dict[str, tuple[float, TenantConfig | None]] = {}
 
     def get(self, tenant_id: str) -> TenantConfig | None:
         item = self.dynamo.get(self.table, {"tenant_id": tenant_id})
@@ -37,17 +37,25 @@ class TenantStore:
 
     def cap_for(self, tenant_id: str) -> int:
         """Return the tenant's tier override, else the default cap (cached briefly)."""
+        config = self._cached(tenant_id)
+        return self.default_cap if config is None or config.cap is None else config.cap
+
+    def senders_for(self, tenant_id: str) -> tuple[str, ...]:
+        """Return the sender ids bound to the tenant, () for none (cached like the cap)."""
+        config = self._cached(tenant_id)
+        return config.senders if config else ()
+
+    def _cached(self, tenant_id: str) -> TenantConfig | None:
         now = self.clock.monotonic()
         known = self._caps.get(tenant_id)
         if known is not None and now - known[0] < self.cache_seconds:
             return known[1]
         config = self.get(tenant_id)
-        cap = self.default_cap if config is None or config.cap is None else config.cap
         if self.cache_seconds > 0:
             if len(self._caps) >= 10_000:
                 self._caps.clear()
-            self._caps[tenant_id] = (now, cap)
-        return cap
+            self._caps[tenant_id] = (now, config)
+        return config
 
     def caps(self) -> dict[str, int]:
         """Return every tier override, tenant -> cap; tenants not in it have the default."""

@@ -50,12 +50,15 @@ class Parked:
     group_id: str | None = None
     #: Wall-clock time the message becomes visible again by itself.
     visible_at: float = 0.0
+    #: The message's SenderId, vetted again when the note is taken.
+    sender_id: str | None = None
 
     @property
     def message(self) -> Received:
         return Received(message_id=self.message_id, receipt=self.receipt, body=self.body,
                         group_id=self.group_id, sent_at=self.sent_at,
-                        receive_count=self.receive_count, visible_until=self.visible_at)
+                        receive_count=self.receive_count, visible_until=self.visible_at,
+                        sender_id=self.sender_id)
 
     @classmethod
     def of(cls, request: JobRequest, message: Received, visible_at: float) -> "Parked":
@@ -63,7 +66,7 @@ class Parked:
                    job_id=request.job_id, body=message.body, receipt=message.receipt,
                    message_id=message.message_id, sent_at=message.sent_at,
                    receive_count=message.receive_count, group_id=message.group_id,
-                   visible_at=visible_at)
+                   visible_at=visible_at, sender_id=message.sender_id)
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> "Parked":

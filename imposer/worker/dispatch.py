@@ -34,6 +34,7 @@ from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.pool import Pool
 from imposer.worker.rollup import RollupRecorder
 from imposer.worker.running import RunningTable
+from imposer.worker.senders import SenderCheck
 from imposer.worker.vetting import Vetting
 
 logger = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class Dispatcher:
                  storage: Storage, messages: Messages, handoff: HandOff, metrics: Metrics,
                  rollups: RollupRecorder, pool: Pool, running: RunningTable,
                  contention: ContentionMeter, borrowing: BorrowPolicy, overrun: OverrunPolicy,
-                 clock: Clock) -> None:
+                 senders: SenderCheck, clock: Clock) -> None:
         self.settings = settings
         self.leases, self.jobs, self.messages, self.metrics = leases, jobs, messages, metrics
         self.storage, self.rollups, self.handoff = storage, rollups, handoff
@@ -63,7 +64,8 @@ class Dispatcher:
         self._candidates: list[tuple[JobRequest, Received, int]] = []
         #: tenant -> (monotonic time until which it is known to be at cap, its cap)
         self._capped: dict[str, tuple[float, int]] = {}
-        self.vet = Vetting(settings, jobs=jobs, messages=messages, metrics=metrics)
+        self.vet = Vetting(settings, jobs=jobs, messages=messages, metrics=metrics,
+                           senders=senders)
 
     def take_batch(self, messages: list[Received], free: list[int],
                    stopping: Callable[[], bool], received_at: float | None = None) -> None:

@@ -16,6 +16,11 @@ from imposer.logs import extra
 
 logger = logging.getLogger(__name__)
 
+#: Seconds the stop after the grace period may take (children stopped, leases released,
+#: messages handed back). systemd's TimeoutStopSec must be the grace plus this, or systemd
+#: kills a worker that is still handing back jobs (tests/deploy/test_doctor.py holds it).
+STOP_MARGIN_SECONDS = 60
+
 
 class StopRequests:
     """The drain and fast-stop flags, and the drain's deadline."""

@@ -38,6 +38,7 @@ from imposer.worker.pool import Pool
 from imposer.worker.receiver import Receiver
 from imposer.worker.refill import Promise, Refiller
 from imposer.worker.rollup import RollupRecorder
+from imposer.worker.senders import SenderCheck
 from imposer.worker.running import RunningTable
 from imposer.worker.signals import StopRequests
 from imposer.worker.threads import Periodic
@@ -83,7 +84,10 @@ class Supervisor:
             s, leases=self.leases, jobs=backends.jobs, storage=storage, messages=self.messages,
             handoff=self.handoff, metrics=self.metrics, rollups=self.rollups, pool=self.pool,
             running=self.running, contention=self.contention, borrowing=self.borrowing,
-            overrun=self.overrun, clock=self.clock)
+            overrun=self.overrun, senders=SenderCheck(
+                backends.tenants, trusted=s.trusted_senders, require=s.require_senders,
+                whoami=lambda: session.caller_identity(s.region)[0]["UserId"]),
+            clock=self.clock)
         self.refill = Refiller(
             s, dispatch=self.dispatch, leases=self.leases, handoff=self.handoff,
             messages=self.messages, metrics=self.metrics, pool=self.pool, running=self.running,

@@ -1,9 +1,10 @@
 """Vet a received message before any slot is spent on it: parse, check, or reject.
 
 An invalid message is recorded (under the tenant that sent it) and moved to
-the DLQ at once; a message whose handling keeps failing for a bug of ours
-goes there too after ``POISON_FAILURES`` tries, so no message crashes the
-parent or comes back for ever.
+the DLQ at once; one whose SQS sender may not send for the tenant it names
+(``senders``) is moved there unrecorded; a message whose handling keeps
+failing for a bug of ours goes there too after ``POISON_FAILURES`` tries, so
+no message crashes the parent or comes back for ever.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import contextlib
 import logging
 from typing import Iterator
 
-from imposer.errors import BackendError, InvalidMessage
+from imposer.errors import BackendError, InvalidMessage, SenderRefused
 from imposer.logs import extra
 from imposer.metrics import Metrics
 from imposer.models import JobRequest, JobStatus, Received, parse_json, valid_id
 from imposer.settings import Settings
 from imposer.state.jobs import JobStore
 from imposer.worker.messages import Messages
+from imposer.worker.senders import SenderCheck
 
 logger = logging.getLogger(__name__)
 
@@ -30,14 +32,17 @@ class Vetting:
     """Parse and check messages; reject the invalid and put poison aside."""
 
     def __init__(self, settings: Settings, *, jobs: JobStore, messages: Messages,
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, senders: SenderCheck) -> None:
         self.settings, self.jobs, self.messages, self.metrics = settings, jobs, messages, metrics
+        self.senders = senders
         #: message id -> times handling it raised on this host (bounded)
         self._failures: dict[str, int] = {}
 
     def parse(self, message: Received) -> JobRequest:
-        """The message's job request; InvalidMessage if its body, group or keys are wrong."""
+        """The message's job request; InvalidMessage if its body, sender, group or keys are
+        wrong."""
         request = JobRequest.from_body(message.body)
+        self.senders.check(request.tenant_id, message.sender_id)
         if message.group_id is None:
             logger.warning("message for %s has no MessageGroupId (layer 1 fairness is off)",
                            request.tenant_id,
@@ -58,10 +63,15 @@ class Vetting:
                 job_id, tenant = data["job_id"], data["tenant_id"]
         except InvalidMessage:
             pass
-        if tenant is not None and message.group_id not in (None, tenant):
+        claimed = tenant
+        if isinstance(exc, SenderRefused) or (
+                tenant is not None and message.group_id not in (None, tenant)):
             job_id = tenant = None  # a record belongs to the tenant that sent the message
         logger.error("rejected message %s: %s", message.message_id, exc,
-                     extra=extra("invalid_message", tenant, job_id, message_id=message.message_id))
+                     extra=extra(exc.kind if isinstance(exc, SenderRefused) else
+                                 "invalid_message", tenant, job_id,
+                                 message_id=message.message_id, claimed_tenant=claimed,
+                                 sender_id=message.sender_id))
         if job_id:
             self.jobs.finish_unleased(tenant, job_id, JobStatus.FAILED, str(exc), exc.kind,
                                       submitted_at=message.sent_at)

@@ -1,4 +1,4 @@
-"""The local AWS stack: serializable DynamoDB, fair-queue delivery, quiet logs."""
+"""The local AWS stack: serializable DynamoDB, fair-queue delivery, SQS's SenderId, quiet logs."""
 
 from __future__ import annotations
 
@@ -33,6 +33,38 @@ class TestFairQueues:
             client.send_message(QueueUrl=url, MessageBody=str(n), MessageGroupId="g")
         got = client.receive_message(QueueUrl=url, MaxNumberOfMessages=5)["Messages"]
         assert [m["Body"] for m in got] == ["0", "1", "2", "3", "4"]
+
+
+class TestSenderId:
+    def test_each_message_carries_its_senders_principal_as_sqs_does(self, sqs, names):
+        """SenderId is what STS says of the sender's keys: a user's id, a role's id:session."""
+        client, url = sqs
+        iam = boto3.client("iam")
+        sessions, want = [], []
+        for n in range(2):
+            user = iam.create_user(UserName=f"u{n}-{names['bucket']}")["User"]
+            key = iam.create_access_key(UserName=user["UserName"])["AccessKey"]
+            sessions.append(boto3.session.Session(
+                aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"],
+                region_name="us-east-1"))
+            want.append(user["UserId"])
+        role = iam.create_role(RoleName=f"r-{names['bucket']}", AssumeRolePolicyDocument="{}")
+        creds = boto3.client("sts").assume_role(RoleArn=role["Role"]["Arn"],
+                                                RoleSessionName="i-0host")["Credentials"]
+        sessions.append(boto3.session.Session(
+            aws_access_key_id=creds["AccessKeyId"], aws_secret_access_key=creds["SecretAccessKey"],
+            aws_session_token=creds["SessionToken"], region_name="us-east-1"))
+        want.append(f"{role['Role']['RoleId']}:i-0host")
+        for n, session in enumerate(sessions):
+            session.client("sqs").send_message(QueueUrl=url, MessageBody=str(n))
+            assert session.client("sts").get_caller_identity()["UserId"] == want[n]
+        got = {}
+        while len(got) < 3:
+            for m in client.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                            MessageSystemAttributeNames=["SenderId"])["Messages"]:
+                got[int(m["Body"])] = m["Attributes"]["SenderId"]
+        assert [got[n] for n in range(3)] == want
+        assert len(set(want)) == 3
 
 
 class TestInit:

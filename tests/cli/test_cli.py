@@ -85,7 +85,7 @@ class TestOperatorViews:
         assert imposer(env, "tenants", "set", "acme", "--cap", "1").returncode == 0
         rows = json.loads(imposer(env, "tenants", "list", "--json").stdout)
         assert rows == [{"tenant_id": "acme", "cap": 1, "override": True, "inflight": 0,
-                         "borrowed": 0, "webhook_hosts": []}]
+                         "borrowed": 0, "webhook_hosts": [], "senders": []}]
         assert backends.leases.acquire(request(), "h", 0).verdict.value == "acquired"
         assert backends.leases.acquire(request(), "h", 1).verdict.value == "at_cap"
 

@@ -27,6 +27,8 @@ class Identity:
     arn: str
     key: str
     secret: str
+    #: The principal's unique id: what SQS stamps as SenderId on what it sends.
+    user_id: str = ""
 
     def env(self, url: str) -> dict[str, str]:
         return {"AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": self.key,

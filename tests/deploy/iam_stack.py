@@ -18,8 +18,12 @@ itself only, so the verdicts are the ones AWS would give:
   ``BatchGetItem`` once per table.
 * SQS ``GetQueueUrl`` is checked against the queue's ARN (moto: ``*``).
 * S3 ``HeadBucket`` needs ``s3:ListBucket`` (moto asks for ``s3:HeadBucket``,
-  which is not an IAM action), and ``CopyObject`` also needs ``s3:GetObject``
-  on its source (moto checks the destination only).
+  which is not an IAM action), ``CopyObject`` also needs ``s3:GetObject``
+  on its source (moto checks the destination only), and reading a bucket's
+  encryption, ownership controls or public access block needs
+  ``s3:GetEncryptionConfiguration``, ``s3:GetBucketOwnershipControls`` and
+  ``s3:GetBucketPublicAccessBlock`` (moto asks for ``s3:ListBucket`` or a
+  name that is no IAM action).
 
 What stays out of reach is said in README's "Deploy on AWS": conditions
 (moto treats a statement whose condition it cannot evaluate as a deny),
@@ -122,6 +126,12 @@ def patch_moto(decisions: Decisions) -> None:
     SQSResponse._determine_resource = sqs_resource
 
     s3_responses.ACTION_MAP["BUCKET"]["HEAD"]["DEFAULT"] = "ListBucket"
+    # Bucket settings moto judges as ListBucket (it knows no such sub-resource) or under a
+    # name that is not an IAM action.
+    s3_responses.ACTION_MAP["BUCKET"]["GET"].update({
+        "encryption": "GetEncryptionConfiguration",
+        "ownershipControls": "GetBucketOwnershipControls",
+        "publicAccessBlock": "GetBucketPublicAccessBlock"})
     put_key = s3_responses.S3Response._key_response_put
 
     def put_or_copy(self, query, key_name):

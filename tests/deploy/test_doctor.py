@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import configparser
 import json
+import re
 import socket
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from click.testing import CliRunner
 
 from imposer.cli import main
 from imposer.cli.doctor import clock_skew
+from imposer.settings import Settings
+from imposer.worker.signals import STOP_MARGIN_SECONDS
 from tests.fixtures.aws import env_for
 from tests.fixtures.workers import FAKE
 
@@ -135,7 +138,11 @@ class TestDoctor:
         assert code == 3 and "needs" in failed(checks)["work dir"]
 
     def test_a_bucket_without_the_attempts_rule_is_only_a_warning(self, settings):
-        """`imposer init` makes no lifecycle rule: doctor warns, but the host may start."""
+        """A bucket whose lifecycle rules were removed: doctor warns, but the host may start;
+        with init's rules it is ok."""
+        assert doctor(settings)[1][f"bucket {settings.bucket}"] == (
+            "ok", "attempts/ expire after 2 day(s)")
+        boto3.session.Session().client("s3").delete_bucket_lifecycle(Bucket=settings.bucket)
         code, checks = doctor(settings)
         assert code == 0 and checks[f"bucket {settings.bucket}"][0] == "warn"
         boto3.session.Session().client("s3").put_bucket_lifecycle_configuration(
@@ -158,7 +165,32 @@ class TestClockSkew:
         assert measured == pytest.approx(skew)
 
 
+def stop_timeout_problem(unit_text: str, grace_seconds: float) -> str | None:
+    """Say how the unit's TimeoutStopSec disagrees with a grace period, or None."""
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.read_string(unit_text)
+    timeout = float(unit["Service"]["TimeoutStopSec"])
+    want = grace_seconds + STOP_MARGIN_SECONDS
+    if timeout != want:
+        return (f"TimeoutStopSec={timeout:g} is not IMPOSER_GRACE_SECONDS ({grace_seconds:g}) "
+                f"+ {STOP_MARGIN_SECONDS} = {want:g}")
+    return None
+
+
 class TestSystemdUnit:
+    def test_the_stop_timeout_is_the_grace_period_plus_the_stop_margin(self):
+        """systemd waits the default grace plus the margin the last stop needs before SIGKILL."""
+        text = (ROOT / "systemd" / "imposer.service").read_text()
+        assert stop_timeout_problem(text, Settings.load({}).grace_seconds) is None
+
+    @pytest.mark.parametrize("timeout, grace", [(900, 900.0), (960, 1800.0), (7200, 900.0)])
+    def test_a_stop_timeout_that_disagrees_with_the_grace_fails(self, timeout, grace):
+        """A timeout at the grace itself, a longer grace alone, or a timeout far above: each
+        is named."""
+        text = re.sub(r"TimeoutStopSec=\d+", f"TimeoutStopSec={timeout}",
+                      (ROOT / "systemd" / "imposer.service").read_text())
+        assert f"TimeoutStopSec={timeout}" in stop_timeout_problem(text, grace)
+
     def test_the_worker_unit_runs_doctor_before_the_worker(self):
         """ExecStartPre runs doctor from the same install as ExecStart, with the same settings."""
         unit = configparser.ConfigParser(strict=False, interpolation=None)

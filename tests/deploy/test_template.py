@@ -14,6 +14,7 @@ import configparser
 import copy
 import json
 import re
+import string
 from pathlib import Path
 
 import attrs
@@ -26,9 +27,12 @@ from parliament import analyze_policy_string
 import imposer
 from imposer.aws import tables
 from imposer.aws.dynamodb import Dynamo
+from imposer.aws.s3 import Storage
+from imposer.aws.sqs import JobQueue
+from imposer.cli import main
 from imposer.aws.tables import Index, TableSpec
 from imposer.settings import Settings
-from imposer.state.provision import provision, table_specs
+from imposer.state.provision import described, provision, queue_shape, table_specs
 from tests.deploy.template import TEMPLATE, Stack, load
 
 DEPLOY = TEMPLATE.parent
@@ -76,6 +80,88 @@ def from_aws(table: dict) -> dict:
     return _shape(table["KeySchema"], table["AttributeDefinitions"],
                   table.get("GlobalSecondaryIndexes", []),
                   ttl.get("AttributeName") if ttl.get("TimeToLiveStatus") == "ENABLED" else None)
+
+
+#: Properties of each kind of resource the init comparison reads; any other fails a test.
+COMPARED = {
+    "AWS::SQS::Queue": {"QueueName", "MessageRetentionPeriod", "VisibilityTimeout",
+                        "SqsManagedSseEnabled", "RedrivePolicy"},
+    "AWS::DynamoDB::Table": {"TableName", "BillingMode", "KeySchema", "AttributeDefinitions",
+                             "GlobalSecondaryIndexes", "TimeToLiveSpecification",
+                             "PointInTimeRecoverySpecification"},
+    "AWS::S3::Bucket": {"BucketName", "BucketEncryption", "PublicAccessBlockConfiguration",
+                        "OwnershipControls", "VersioningConfiguration",
+                        "LifecycleConfiguration"},
+}
+
+
+def queue_from_template(props: dict) -> dict:
+    out = {"MessageRetentionPeriod": str(props["MessageRetentionPeriod"]),
+           "VisibilityTimeout": str(props["VisibilityTimeout"]),
+           "SqsManagedSseEnabled": str(props.get("SqsManagedSseEnabled", False)).lower()}
+    if "RedrivePolicy" in props:
+        out["RedrivePolicy"] = {
+            "deadLetterTargetArn": props["RedrivePolicy"]["deadLetterTargetArn"],
+            "maxReceiveCount": int(props["RedrivePolicy"]["maxReceiveCount"])}
+    return out
+
+
+def table_from_template(props: dict) -> dict:
+    ttl = props.get("TimeToLiveSpecification") or {}
+    index = {i["IndexName"]: _projection_sorted(i) for i in props.get("GlobalSecondaryIndexes", [])}
+    return {"KeySchema": props["KeySchema"],
+            "AttributeDefinitions": sorted(props["AttributeDefinitions"],
+                                           key=lambda d: d["AttributeName"]),
+            "Indexes": index,
+            "TTL": ttl.get("AttributeName") if ttl.get("Enabled") else None,
+            "BillingMode": props.get("BillingMode", "PROVISIONED"),
+            "PointInTimeRecovery": bool((props.get("PointInTimeRecoverySpecification") or {})
+                                        .get("PointInTimeRecoveryEnabled"))}
+
+
+def _projection_sorted(index: dict) -> dict:
+    projection = dict(index["Projection"])
+    if "NonKeyAttributes" in projection:
+        projection["NonKeyAttributes"] = sorted(projection["NonKeyAttributes"])
+    return {"KeySchema": index["KeySchema"], "Projection": projection}
+
+
+def lifecycle_rule(rule: dict) -> dict:
+    """A CloudFormation lifecycle rule as S3's API returns it."""
+    out = {"ID": rule["Id"], "Status": rule["Status"], "Filter": {"Prefix": rule.get("Prefix", "")}}
+    expiration = {}
+    if "ExpirationInDays" in rule:
+        expiration["Days"] = int(rule["ExpirationInDays"])
+    if rule.get("ExpiredObjectDeleteMarker"):
+        expiration["ExpiredObjectDeleteMarker"] = True
+    if expiration:
+        out["Expiration"] = expiration
+    if "NoncurrentVersionExpiration" in rule:
+        out["NoncurrentVersionExpiration"] = {
+            "NoncurrentDays": int(rule["NoncurrentVersionExpiration"]["NoncurrentDays"])}
+    if "AbortIncompleteMultipartUpload" in rule:
+        out["AbortIncompleteMultipartUpload"] = {"DaysAfterInitiation": int(
+            rule["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"])}
+    unknown = set(rule) - {"Id", "Status", "Prefix", "ExpirationInDays",
+                           "ExpiredObjectDeleteMarker", "NoncurrentVersionExpiration",
+                           "AbortIncompleteMultipartUpload"}
+    assert not unknown, f"lifecycle rule {rule['Id']}: compare {unknown} too"
+    return out
+
+
+def bucket_from_template(stack: Stack) -> dict:
+    props = stack.properties("Bucket")
+    policy, = stack.of_type("AWS::S3::BucketPolicy").values()
+    encryption, = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    ownership, = props["OwnershipControls"]["Rules"]
+    return {"Encryption": encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"],
+            "PublicAccessBlock": props["PublicAccessBlockConfiguration"],
+            "Ownership": ownership["ObjectOwnership"],
+            "Versioning": props["VersioningConfiguration"]["Status"],
+            "Lifecycle": sorted((lifecycle_rule(r) for r in
+                                 props["LifecycleConfiguration"]["Rules"]),
+                                key=lambda r: r["ID"]),
+            "Policy": policy["PolicyDocument"]["Statement"]}
 
 
 def declared_tables(stack: Stack) -> dict[str, dict]:
@@ -166,8 +252,8 @@ class TestLint:
                 "exceptions": [], "failures": []}, outcome.output
             assert outcome.exit_code == 0
 
-    @pytest.mark.parametrize("policy", ["WorkerPolicy", "TenantPolicyExample",
-                                        "LogShippingPolicy"])
+    @pytest.mark.parametrize("policy", ["WorkerPolicy", "OperatorPolicy",
+                                        "TenantPolicyExample", "LogShippingPolicy"])
     def test_parliament_finds_nothing_in_the_policies(self, policy):
         """Each action matches its resource type (parliament); policy variables filled in first."""
         document = json.dumps({"Version": "2012-10-17",
@@ -202,29 +288,62 @@ class TestOneSourceOfTruth:
                    table_differences(stack, specs))
 
     def test_what_init_creates_is_what_the_template_declares(self, aws_endpoint, names):
-        """`imposer init` on the local stack makes the template's tables, queues and bucket."""
+        """Every attribute of init's queues, tables and bucket, read back from the local
+        stack, is the one the template declares for the same names."""
         stack = stack_for(names)
         settings = settings_of(stack)
         provision(settings)
-        dynamo = Dynamo(settings.region)
-        for name, props in declared_tables(stack).items():
-            created = tables.describe(dynamo, name)
-            assert from_aws(created) == from_template(props), name
-            assert created["BillingModeSummary"]["BillingMode"] == props["BillingMode"]
-        sqs = boto3.session.Session().client("sqs")
+        queue, dynamo = JobQueue(settings.region, settings.queue_name, settings.dlq_name), \
+            Dynamo(settings.region)
         for props in stack.of_type("AWS::SQS::Queue").values():
-            url = sqs.get_queue_url(QueueName=props["QueueName"])["QueueUrl"]
-            created = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-            declared = {k: props[k] for k in ("MessageRetentionPeriod", "VisibilityTimeout")}
-            assert {k: created[k] for k in declared} == declared
-            redrive = json.loads(created.get("RedrivePolicy", "null"))
-            want = props.get("RedrivePolicy")
-            assert (redrive and {"deadLetterTargetArn": redrive["deadLetterTargetArn"],
-                                 "maxReceiveCount": int(redrive["maxReceiveCount"])}) == (
-                want and {"deadLetterTargetArn": want["deadLetterTargetArn"],
-                          "maxReceiveCount": int(want["maxReceiveCount"])})
-        bucket = stack.properties("Bucket")["BucketName"]
-        boto3.session.Session().client("s3").head_bucket(Bucket=bucket)
+            declared = queue_from_template(props)
+            created = queue_shape(queue.attributes(props["QueueName"]))
+            assert {k: created.get(k) for k in declared} == declared, props["QueueName"]
+        for props in stack.of_type("AWS::DynamoDB::Table").values():
+            assert described(dynamo, props["TableName"]) == table_from_template(props), \
+                props["TableName"]
+        assert Storage(settings.region).bucket_settings(settings.bucket) == \
+            bucket_from_template(stack)
+
+    def test_every_property_the_template_sets_is_compared(self):
+        """A property added to a queue, table or the bucket in the template alone fails here."""
+        stack = Stack()
+        for kind, known in COMPARED.items():
+            for logical, props in stack.of_type(kind).items():
+                assert set(props) - known == set(), logical
+        policy, = stack.of_type("AWS::S3::BucketPolicy").values()
+        assert set(policy) == {"Bucket", "PolicyDocument"}
+
+    def test_init_check_changes_nothing_and_names_each_difference(self, aws_endpoint, names):
+        """On resources that match, --check says so; after a hand change it exits 1 naming it,
+        and neither it nor a plain init undoes the change."""
+        stack = stack_for(names)
+        settings = settings_of(stack)
+        provision(settings)
+        env = {"IMPOSER_QUEUE": settings.queue_name, "IMPOSER_DLQ": settings.dlq_name,
+               "IMPOSER_BUCKET": settings.bucket, "IMPOSER_TABLE_PREFIX": settings.table_prefix}
+        runner = CliRunner()
+        clean = runner.invoke(main, ["init", "--check"], env=env)
+        assert clean.exit_code == 0 and "nothing was changed" in clean.output, clean.output
+        again = runner.invoke(main, ["init"], env=env)
+        assert "all there already; nothing was changed" in again.output, again.output
+        sqs, s3 = boto3.session.Session().client("sqs"), boto3.session.Session().client("s3")
+        url = sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "900"})
+        s3.put_bucket_versioning(Bucket=settings.bucket,
+                                 VersioningConfiguration={"Status": "Suspended"})
+        for args in (["init", "--check"], ["init"]):
+            out = runner.invoke(main, args, env=env)
+            lines = {line.split()[1]: line for line in out.output.splitlines()
+                     if line.split()[:1] in (["queue"], ["table"], ["bucket"])}
+            assert 'VisibilityTimeout is "900", init makes "600"' in lines[settings.queue_name]
+            assert 'Versioning is "Suspended", init makes "Enabled"' in lines[settings.bucket]
+            assert all(line.endswith(("matches", "exists")) for name, line in lines.items()
+                       if name not in (settings.queue_name, settings.bucket)), out.output
+        assert out.exit_code == 0 and clean.exit_code == 0
+        assert runner.invoke(main, ["init", "--check"], env=env).exit_code == 1
+        assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])[
+            "Attributes"]["VisibilityTimeout"] == "900"
 
     def test_parameter_defaults_are_the_settings_defaults(self):
         """The EnvFile of a default stack gives every setting its default (the bucket aside)."""
@@ -290,18 +409,35 @@ class TestMetrics:
         assert ("fleet_slot_utilisation", frozenset()) in read
 
 
+def agent_config(stack: Stack) -> dict:
+    """deploy/cloudwatch-agent.json rendered for *stack* as README's envsubst line does."""
+    text = (DEPLOY / "cloudwatch-agent.json").read_text()
+    return json.loads(string.Template(text).substitute(
+        IMPOSER_LOG_GROUP=stack.output("LogGroupName")))
+
+
 class TestLogShipping:
     def test_the_agent_ships_the_file_the_log_unit_writes_to_the_stacks_log_group(self):
         """Journal -> imposer-logs.service -> file -> CloudWatch agent -> the metric filters' group."""
         unit = configparser.ConfigParser(strict=False, interpolation=None)
         unit.read(DEPLOY / "imposer-logs.service")
         written = unit["Service"]["StandardOutput"].removeprefix("append:")
-        collected, = json.loads((DEPLOY / "cloudwatch-agent.json").read_text())[
-            "logs"]["logs_collected"]["files"]["collect_list"]
         stack = Stack()
+        collected, = agent_config(stack)["logs"]["logs_collected"]["files"]["collect_list"]
         group = stack.properties("WorkerLogGroup")["LogGroupName"]
         assert (collected["file_path"], collected["log_group_name"]) == (written, group)
         assert (DEPLOY / "imposer-logs.logrotate").read_text().count(f"{written} {{") == 1
         assert {f["LogGroupName"] for f in stack.of_type("AWS::Logs::MetricFilter").values()} \
             == {group}
         assert "--unit=imposer.service" in unit["Service"]["ExecStart"]
+
+    def test_a_renamed_log_group_is_the_one_the_agent_ships_to(self):
+        """With LogGroupName changed, the rendered agent config names the new group; the file
+        itself names none."""
+        stack = Stack({"LogGroupName": "/acme/imposer-prod"})
+        collected, = agent_config(stack)["logs"]["logs_collected"]["files"]["collect_list"]
+        assert collected["log_group_name"] == "/acme/imposer-prod" == \
+            stack.properties("WorkerLogGroup")["LogGroupName"]
+        raw, = json.loads((DEPLOY / "cloudwatch-agent.json").read_text())["logs"][
+            "logs_collected"]["files"]["collect_list"]
+        assert raw["log_group_name"] == "${IMPOSER_LOG_GROUP}"

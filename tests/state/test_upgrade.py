@@ -39,8 +39,9 @@ def old_stack(aws_endpoint, names):
     backends = connect(settings)
     for spec in table_specs(settings):
         tables.ensure(backends.dynamo, attrs.evolve(spec, indexes=(), ttl_attribute=None))
-    backends.queue.ensure(settings.retention_seconds, settings.max_receive_count,
-                          settings.lease_ttl_seconds)
+    backends.queue.ensure({settings.dlq_name: {}})
+    backends.queue.ensure({settings.queue_name: {"RedrivePolicy": json.dumps({
+        "deadLetterTargetArn": backends.queue.arn(settings.dlq_name), "maxReceiveCount": 1000})}})
     boto3.client("s3").create_bucket(Bucket=settings.bucket)
     now = time.time()
     for job_id, status, extra in (("old-open", "queued", {}),

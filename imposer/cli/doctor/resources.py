@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 
 from imposer.cli.doctor.check import FAIL, OK, WARN, Check, guard
-from imposer.errors import BackendError, EndpointUnreachable
+from imposer.errors import BackendError, EndpointUnreachable, MissingResource
 from imposer.settings import Settings
 
 
@@ -132,20 +132,22 @@ def bucket(s: Settings) -> Iterator[Check]:
     storage = Storage(s.region)
     name = f"bucket {s.bucket}"
 
-    def head():
-        if not storage.bucket_exists(s.bucket):
-            raise BackendError(f"bucket {s.bucket} does not exist (run `imposer "
-                               "init` or create the stack)")
-        return True
+    def lifecycle():
+        # Read, not HeadBucket: a worker holds no s3:ListBucket, which HeadBucket needs.
+        try:
+            return storage.lifecycle_rules(s.bucket), "no rule expires attempts/"
+        except MissingResource:
+            raise BackendError(f"bucket {s.bucket} does not exist (run `imposer init` or "
+                               "create the stack)") from None
+        except BackendError as exc:
+            if "NoSuchLifecycleConfiguration" not in str(exc):
+                raise
+            return [], str(exc)
 
-    if (yield from guard(name, head)) is None:
+    found = yield from guard(name, lifecycle)
+    if found is None:
         return
-    try:
-        rules = storage.lifecycle_rules(s.bucket)
-    except BackendError as exc:
-        rules, why = [], str(exc)
-    else:
-        why = "no rule expires attempts/"
+    rules, why = found
     expiring = [r for r in rules if r.get("Status") == "Enabled" and "Expiration" in r and
                 (r.get("Prefix") or r.get("Filter", {}).get("Prefix", "")) == "attempts/"]
     if expiring:
