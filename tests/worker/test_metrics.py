@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import time
 
 import pytest
 
+from imposer import logs
 from imposer.clock import ManualClock
 from imposer.metrics import Metrics
 from imposer.models import TenantConfig
@@ -17,41 +20,59 @@ from imposer.worker.wiring import connect
 from tests.fixtures.workers import FAKE, layout, submit_jobs, wait_for
 
 
-class _Capture(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-
 @pytest.fixture
-def emitted():
-    handler = _Capture()
-    logger = logging.getLogger("imposer.metrics")
-    old_level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    yield handler.records
-    logger.removeHandler(handler)
-    logger.setLevel(old_level)
+def logged():
+    """imposer's log setup writing to a buffer; call the result to read its lines as JSON."""
+    stream = io.StringIO()
+    root, metrics = logging.getLogger("imposer"), logging.getLogger("imposer.metrics")
+    saved = (root.handlers[:], root.level, root.propagate, metrics.level)
+
+    def lines(level: str | None = None) -> list[dict]:
+        if level is not None:  # set the level up anew, then read what comes after
+            logs.setup(level, stream)
+            return []
+        return [json.loads(text) for text in stream.getvalue().splitlines()]
+
+    logs.setup("INFO", stream)
+    yield lines
+    root.handlers[:], root.level, root.propagate = saved[0], saved[1], saved[2]
+    metrics.setLevel(saved[3])
 
 
 class TestMetrics:
-    def test_emf_record_shape(self, emitted):
-        """A data point is an EMF record: namespace, dimensions, unit and the value at top level."""
+    def test_emf_record_shape(self, logged):
+        """A data point is one JSON line: the _aws envelope, the value and dimensions at top level."""
         clock = ManualClock(start=1_800_000_000)
         Metrics("imposer-test", clock).emit("cap_defer", 1, tenant_id="acme")
-        record = emitted[-1]
-        emf = record._aws
-        assert emf["Timestamp"] == 1_800_000_000_000
-        directive = emf["CloudWatchMetrics"][0]
-        assert directive["Namespace"] == "imposer-test"
-        assert directive["Dimensions"] == [["tenant_id"]]
-        assert directive["Metrics"] == [{"Name": "cap_defer", "Unit": "Count"}]
-        assert record.cap_defer == 1 and record.tenant_id == "acme"
-        assert record.action == "metric"
+        line = logged()[-1]
+        assert line["_aws"] == {"Timestamp": 1_800_000_000_000, "CloudWatchMetrics": [{
+            "Namespace": "imposer-test", "Dimensions": [["tenant_id"]],
+            "Metrics": [{"Name": "cap_defer", "Unit": "Count"}]}]}
+        assert (line["cap_defer"], line["tenant_id"], line["action"]) == (1, "acme", "metric")
+        assert "emf" not in line
+
+    def test_metric_lines_are_written_whatever_the_log_level(self, logged):
+        """IMPOSER_LOG_LEVEL=WARNING quiets chatter, never the lines the dashboard reads."""
+        logged("WARNING")
+        logging.getLogger("imposer.worker.dispatch").info("chatter")
+        Metrics().emit("slot_utilisation", 50.0, host="h1")
+        assert [r["message"] for r in logged()] == ["metric slot_utilisation=50.0"]
+
+    @pytest.mark.parametrize("name, value, dims, why", [
+        ("cap_defers", 1, {"tenant_id": "a"}, "is not in imposer.metrics.CATALOGUE"),
+        ("cap_defer", 1, {"tenant_id": "a", "host": "h"}, "are not the catalogue's"),
+        ("cap_defer", 1, {}, "are not the catalogue's"),
+        ("queue_wait", float("nan"), {"tenant_id": "a"}, "is not a finite number"),
+        ("cap_defer", 1, {"tenant_id": "caf\u00e9"}, "not ASCII"),
+    ])
+    def test_what_cloudwatch_would_refuse_is_an_error_line_without_envelope(
+            self, logged, name, value, dims, why):
+        """An undeclared metric or dimension set, or a bad value, is logged as an error."""
+        Metrics().emit(name, value, **dims)
+        line, = logged()
+        assert (line["level"], line["action"], "_aws" in line) == ("ERROR", "metric_invalid",
+                                                                  False)
+        assert why in line["message"]
 
     def test_totals_filter_by_dimension(self):
         """Totals add up per metric and can be narrowed by any dimension."""
