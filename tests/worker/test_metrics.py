@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import io
-import json
 import logging
 import time
 
 import pytest
 
-from imposer import logs
 from imposer.clock import ManualClock
 from imposer.metrics import Metrics
 from imposer.models import TenantConfig
@@ -18,25 +15,6 @@ from imposer.worker.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
 from tests.fixtures.workers import FAKE, layout, submit_jobs, wait_for
-
-
-@pytest.fixture
-def logged():
-    """imposer's log setup writing to a buffer; call the result to read its lines as JSON."""
-    stream = io.StringIO()
-    root, metrics = logging.getLogger("imposer"), logging.getLogger("imposer.metrics")
-    saved = (root.handlers[:], root.level, root.propagate, metrics.level)
-
-    def lines(level: str | None = None) -> list[dict]:
-        if level is not None:  # set the level up anew, then read what comes after
-            logs.setup(level, stream)
-            return []
-        return [json.loads(text) for text in stream.getvalue().splitlines()]
-
-    logs.setup("INFO", stream)
-    yield lines
-    root.handlers[:], root.level, root.propagate = saved[0], saved[1], saved[2]
-    metrics.setLevel(saved[3])
 
 
 class TestMetrics:
