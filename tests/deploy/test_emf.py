@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import configparser
 import copy
+import re
 import json
 import signal
 import subprocess
@@ -381,3 +382,23 @@ class TestLogShipping:
         assert emitting == {"imposer.service", "imposer-sweep.service",
                             "imposer-capacity.service"}
         assert followed == emitting
+
+
+class TestReadme:
+    def test_the_metrics_table_is_the_catalogue(self):
+        """README's table under Metrics lists each catalogued metric with its unit and dimensions."""
+        text = (ROOT / "README.rst").read_text()
+        section = text.split("\nMetrics\n-------\n", 1)[1].split("\n-----", 1)[0]
+        rows = re.findall(r"^``(\w+)``\s+(\w+)\s{2,}(\S.*?)\s{2,}\S", section, re.MULTILINE)
+        assert {name: (unit, dims) for name, unit, dims in rows} == {
+            name: (m.unit, ", ".join(m.dimensions) or "(none)") for name, m in CATALOGUE.items()}
+
+    def test_every_alarm_says_what_to_do(self):
+        """Each alarm of the template has its row in README's alarm table, and no other does."""
+        text = (ROOT / "README.rst").read_text()
+        section = text.split("Alarm                      Fires when", 1)[1].split("\n\n", 1)[0]
+        named = set(re.findall(r"^``(\w+Alarm)``", section, re.MULTILINE))
+        alarms = set(Stack().of_type("AWS::CloudWatch::Alarm")) | set(
+            Stack().of_type("AWS::CloudWatch::CompositeAlarm"))
+        # the composite's two halves notify only through it; its row explains both
+        assert named == alarms - {"BusySlotsAlarm", "LongWaitsAlarm"}
