@@ -175,10 +175,6 @@ def run(aws_endpoint, tmp_path_factory) -> Run:
     return Run(settings=settings, lines=lines, webhooks=list(receiver.events))
 
 
-def emitted(run: Run) -> set[tuple[str, str, frozenset]]:
-    return {(p.namespace, p.name, p.dimension_names) for p in run.points()}
-
-
 # -- what the template reads, against what the run emitted ------------------------------------
 def read_problems(stack: Stack, points: list[emf.DataPoint]) -> list[str]:
     """Every metric the template reads that no data point of the run (or filter) provides."""
@@ -386,7 +382,7 @@ class TestLogShipping:
 
 class TestReadme:
     def test_the_metrics_table_is_the_catalogue(self):
-        """README's table under Metrics lists each catalogued metric with its unit and dimensions."""
+        """README's Metrics table lists each catalogued metric with its unit and dimensions."""
         text = (ROOT / "README.rst").read_text()
         section = text.split("\nMetrics\n-------\n", 1)[1].split("\n-----", 1)[0]
         rows = re.findall(r"^``(\w+)``\s+(\w+)\s{2,}(\S.*?)\s{2,}\S", section, re.MULTILINE)
@@ -402,3 +398,15 @@ class TestReadme:
             Stack().of_type("AWS::CloudWatch::CompositeAlarm"))
         # the composite's two halves notify only through it; its row explains both
         assert named == alarms - {"BusySlotsAlarm", "LongWaitsAlarm"}
+
+
+class TestAlarms:
+    def test_every_alarm_that_notifies_also_says_when_it_is_ok(self):
+        """An alarm with alarm actions has the same topic as its OK action."""
+        stack = Stack()
+        alarms = {**stack.of_type("AWS::CloudWatch::Alarm"),
+                  **stack.of_type("AWS::CloudWatch::CompositeAlarm")}
+        notifying = {k: a for k, a in alarms.items() if a.get("AlarmActions")}
+        assert {k: a.get("OKActions") for k, a in notifying.items()
+                if a.get("OKActions") != a["AlarmActions"]} == {}
+        assert set(alarms) - set(notifying) == {"BusySlotsAlarm", "LongWaitsAlarm"}

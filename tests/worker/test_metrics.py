@@ -19,7 +19,7 @@ from tests.fixtures.workers import FAKE, layout, submit_jobs, wait_for
 
 class TestMetrics:
     def test_emf_record_shape(self, logged):
-        """A data point is one JSON line: the _aws envelope, the value and dimensions at top level."""
+        """A data point is one JSON line: the _aws envelope, value and dimensions at top level."""
         clock = ManualClock(start=1_800_000_000)
         Metrics("imposer-test", clock).emit("cap_defer", 1, tenant_id="acme")
         line = logged()[-1]
