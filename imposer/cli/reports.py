@@ -217,7 +217,8 @@ def stats(settings: Settings, since, as_json) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict and its days as JSON.")
 @click.option("--emit", is_flag=True,
               help="Also log the verdict as EMF metric lines for CloudWatch (licence_busy_days, "
-                   "licence_slow_jobs, licence_at_capacity); imposer-capacity.timer does.")
+                   "licence_slow_jobs, licence_at_capacity), and skip the simulation an "
+                   "at-capacity verdict prints; imposer-capacity.timer runs this hourly.")
 @settings_options(*TABLE_NAMES, "slots", "metrics_namespace")
 @handle_errors
 def capacity(settings: Settings, window, util_threshold, day_share, wait_threshold, slow_share,
@@ -293,7 +294,8 @@ def run_capacity(settings: Settings, window_seconds: float | None,
         if chart_path:
             echo(f"\nchart written to {chart_path}")
     # -- at capacity: how much would more slots help? (imposer simulate) ----------------------
-    if verdict.at_capacity and not as_json:
+    # Not for the hourly --emit: it reads four weeks of jobs, which is for an operator's run.
+    if verdict.at_capacity and not as_json and not emit:
         from imposer.cli.simulate import capacity_outlook
 
         capacity_outlook(settings, backends, rows, verdict, now, echo)

@@ -138,12 +138,15 @@ class TestCapacityPointsToIt:
     @pytest.mark.parametrize("per_hour, verdict_metric", [(3, 1), (1, 0)])
     def test_emit_logs_the_verdict_it_prints_as_emf(self, backends, settings, logged,
                                                      per_hour, verdict_metric):
-        """--emit writes the verdict's shares and at-capacity flag as EMF, the same figures."""
+        """--emit logs the verdict it prints as EMF, the same figures, and simulates nothing."""
         from tests.deploy import emf
 
         seed_history(backends, settings, per_hour=per_hour, slots=2)
-        verdict = run_capacity(settings, 28 * 86400, Thresholds(), True, None, [].append,
+        out: list[str] = []
+        verdict = run_capacity(settings, 28 * 86400, Thresholds(), False, None, out.append,
                                now=NOW, emit=True)
+        assert any(line.startswith("verdict") for line in out)
+        assert not any(line.startswith("imposer simulate") for line in out)  # routine: no sim
         lines = logged.stream.getvalue().splitlines()
         assert [emf.problems(line) for line in lines] == [[], [], []]
         values = {r["metric"]: r[r["metric"]] for r in map(json.loads, lines)}
