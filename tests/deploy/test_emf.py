@@ -140,7 +140,7 @@ def run(aws_endpoint, tmp_path_factory) -> Run:
         lines += json_lines("sweep", tmp / "sweep.log")
         crash_gate.touch()
 
-        # 2. A tenant at its cap of 1, webhooks delivered and refused, an invalid message.
+        # 2. A tenant at its cap of 1, webhooks delivered and failed (401), an invalid message.
         for _ in range(3):
             submit("capped", pdf, layout(fake_until=cap_gate), bucket=settings.bucket,
                    queue=settings.queue_name, webhook=receiver.url("capped"))
