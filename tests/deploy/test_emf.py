@@ -251,7 +251,9 @@ class TestConformance:
     def test_every_metric_line_of_the_run_is_an_emf_record_cloudwatch_accepts(self, run):
         """Each line that claims to be a metric passes the EMF specification and the reference."""
         lines = run.metric_lines()
-        assert len(lines) > 50
+        # at least 6 jobs, 5 waits, 4 webhook attempts, 3 licence figures, a cap deferral, a
+        # recovered lease and a failure; heartbeats add more, as many as the run took seconds
+        assert len(lines) >= 21
         assert {ln.text[:200]: emf.problems(ln.text) for ln in lines
                 if emf.problems(ln.text)} == {}
 
