@@ -152,6 +152,8 @@ def run(aws_endpoint, tmp_path_factory) -> Run:
         worker = Worker(settings, tmp, "emf-host", env=extra)
         try:
             wait_for(lambda: worker.actions("cap_defer"), 60, "a cap deferral")
+            wait_for(lambda: any(r["metric"] == "backlog" and r["backlog"] >= 1
+                                 for r in worker.actions("metric")), 60, "a parked backlog")
             cap_gate.touch()
 
             def settled() -> bool:
