@@ -30,12 +30,30 @@ def extra(action: str, tenant_id: str | None = None, job_id: str | None = None, 
     return {"action": action, "tenant_id": tenant_id, "job_id": job_id, **more}
 
 
+class _Formatter(JsonFormatter):
+    """python-json-logger, with a metric's EMF envelope written as ``_aws``.
+
+    python-json-logger leaves out every record attribute whose name starts
+    with ``_``, so the envelope travels as ``emf`` and is renamed here.
+    """
+
+    def process_log_record(self, log_data: dict[str, Any]) -> dict[str, Any]:
+        envelope = log_data.pop("emf", None)
+        if envelope is not None:
+            log_data["_aws"] = envelope
+        return super().process_log_record(log_data)
+
+
 def setup(level: str = "INFO", stream: Any = None) -> None:
-    """Send imposer's records to *stream* (stderr) as JSON lines."""
+    """Send imposer's records to *stream* (stderr) as JSON lines.
+
+    Metric lines are data the dashboard and alarms read, not chatter: they
+    are written whatever *level* says.
+    """
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.addFilter(_Defaults())
     handler.setFormatter(
-        JsonFormatter(
+        _Formatter(
             "%(asctime)s %(levelname)s %(name)s %(message)s %(action)s %(tenant_id)s %(job_id)s",
             rename_fields={"levelname": "level", "asctime": "time"},
         )
@@ -44,13 +62,15 @@ def setup(level: str = "INFO", stream: Any = None) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+    logging.getLogger("imposer.metrics").setLevel(logging.INFO)
     for noisy in ("botocore", "boto3", "urllib3", "werkzeug"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def quiet() -> None:
     """Keep imposer's records off the terminal (warnings and errors still show)."""
-    logging.getLogger("imposer").setLevel(logging.WARNING)
+    for name in ("imposer", "imposer.metrics"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 class guard:

@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests.fixtures.aws",
     "tests.fixtures.pdfs",
     "tests.fixtures.redis_server",
+    "tests.fixtures.logs",
 ]
 
 

@@ -215,10 +215,14 @@ def stats(settings: Settings, since, as_json) -> None:
               help="Also draw daily utilisation and slow-job share to this PNG "
                    "(needs the chart extra).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict and its days as JSON.")
-@settings_options(*TABLE_NAMES, "slots")
+@click.option("--emit", is_flag=True,
+              help="Also log the verdict as EMF metric lines for CloudWatch (licence_busy_days, "
+                   "licence_slow_jobs, licence_at_capacity), and skip the simulation an "
+                   "at-capacity verdict prints; imposer-capacity.timer runs this hourly.")
+@settings_options(*TABLE_NAMES, "slots", "metrics_namespace")
 @handle_errors
 def capacity(settings: Settings, window, util_threshold, day_share, wait_threshold, slow_share,
-             chart_path, as_json) -> None:
+             chart_path, as_json, emit) -> None:
     """Is a second licence warranted? The seed's rule, both conditions at once.
 
     At capacity only when slot utilisation is above 80% on more than half of
@@ -229,7 +233,7 @@ def capacity(settings: Settings, window, util_threshold, day_share, wait_thresho
 
     thresholds = Thresholds(util=util_threshold, day_share=day_share,
                             wait_seconds=wait_threshold, slow_share=slow_share)
-    run_capacity(settings, window, thresholds, as_json, chart_path, click.echo)
+    run_capacity(settings, window, thresholds, as_json, chart_path, click.echo, emit=emit)
 
 
 def run_stats(settings: Settings, since_seconds: float, as_json: bool,
@@ -257,11 +261,14 @@ def run_stats(settings: Settings, since_seconds: float, as_json: bool,
 
 def run_capacity(settings: Settings, window_seconds: float | None,
                  thresholds: Thresholds | None, as_json: bool, chart_path: str | None,
-                 echo: Callable[[str], None], *, now: float | None = None) -> Verdict:
-    """Apply the licence rule to the rollups of the window; optionally draw the chart."""
+                 echo: Callable[[str], None], *, now: float | None = None,
+                 emit: bool = False) -> Verdict:
+    """Apply the licence rule to the rollups of the window; optionally draw the chart and
+    log the verdict as metrics."""
     import attrs
 
     from imposer.reports.capacity import Thresholds, chart, evaluate_hours
+    from imposer.reports.capacity import emit as emit_verdict
     from imposer.reports.formatting import format_capacity
     from imposer.reports.history import HostHour
     from imposer.state.rollups import CAPACITY_FIELDS
@@ -275,6 +282,8 @@ def run_capacity(settings: Settings, window_seconds: float | None,
     rows = [HostHour.from_item(i) for i in backends.rollups.read(
         now - thresholds.window_seconds, now, CAPACITY_FIELDS)]
     verdict = evaluate_hours(rows, now=now, thresholds=thresholds)
+    if emit:
+        emit_verdict(verdict, backends.metrics)
     if chart_path:
         chart(verdict, chart_path)
     if as_json:
@@ -285,7 +294,8 @@ def run_capacity(settings: Settings, window_seconds: float | None,
         if chart_path:
             echo(f"\nchart written to {chart_path}")
     # -- at capacity: how much would more slots help? (imposer simulate) ----------------------
-    if verdict.at_capacity and not as_json:
+    # Not for the hourly --emit: it reads four weeks of jobs, which is for an operator's run.
+    if verdict.at_capacity and not as_json and not emit:
         from imposer.cli.simulate import capacity_outlook
 
         capacity_outlook(settings, backends, rows, verdict, now, echo)

@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import attrs
 
 from imposer.errors import ConfigError
+from imposer.metrics import Metrics
 from imposer.models import JobRecord
 from imposer.reports.history import HOUR, HostHour, hosts_seen, slow_count
 from imposer.reports.stats import busy_span, queue_wait
@@ -247,6 +248,17 @@ def judge(days: Sequence[Day], *, slots_total: int, now: float,
                    busy_days=busy_days, utilisation_sustained=sustained, jobs=jobs,
                    slow_jobs=slow, waits_long=waits_long, at_capacity=sustained and waits_long,
                    text=text)
+
+
+def emit(verdict: Verdict, metrics: Metrics) -> None:
+    """Write the verdict as metrics, so CloudWatch shows the licence rule as this computes it.
+
+    Shares are percent of the window (the whole four weeks), at capacity is 1 or 0;
+    imposer-capacity.timer runs ``imposer capacity --emit`` every hour.
+    """
+    metrics.emit("licence_busy_days", round(100 * verdict.busy_day_share, 2))
+    metrics.emit("licence_slow_jobs", round(100 * verdict.slow_job_share, 2))
+    metrics.emit("licence_at_capacity", int(verdict.at_capacity))
 
 
 def chart(source: Verdict | Sequence[Day], path: str,

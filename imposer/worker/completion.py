@@ -227,6 +227,8 @@ class Completer:
     def _done(self, job: Running) -> None:
         req, status = job.request, job.status
         self.metrics.emit("jobs", 1, outcome=status.value, tenant_id=req.tenant_id)
+        if status != JobStatus.SUCCEEDED:
+            self.metrics.emit("failures", 1, kind=job.outcome.error_kind or "unknown")
         settle_ms = round(1000 * (self.clock.monotonic() - (job.finished or job.started)), 2)
         logger.info("job %s %s: %s", req.key, status.value, job.outcome.reason or "ok",
                     extra=extra("job_finished", req.tenant_id, req.job_id, status=status.value,

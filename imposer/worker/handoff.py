@@ -164,6 +164,11 @@ class HandOff:
         if read:
             read[1][:] = [n for n in read[1] if n.order != note.order]
 
+    def parked_here(self) -> int:
+        """Messages this host parked whose park window has not ended (its backlog)."""
+        now = self.clock.time()
+        return sum(1 for note in list(self._mine.values()) if note.visible_at > now)
+
     def give_back_mine(self) -> int:
         """On stop: make the messages this host parked visible again, unless taken meanwhile.
 

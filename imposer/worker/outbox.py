@@ -26,6 +26,7 @@ from imposer.aws.s3 import Storage
 from imposer.clock import Clock
 from imposer.errors import BackendError
 from imposer.logs import extra
+from imposer.metrics import Metrics
 from imposer.models import S3Uri
 from imposer.state.jobs import JobStore
 from imposer.state.outbox import DELIVERED, FAILED, REFUSED, Event, OutboxStore
@@ -45,10 +46,13 @@ class OutboxSender(threading.Thread):
 
     def __init__(self, outbox: OutboxStore, tenants: TenantStore, jobs: JobStore,
                  storage: Storage, sender: WebhookSender, schedule: Sequence[float],
-                 poll: float, clock: Clock) -> None:
+                 poll: float, clock: Clock, *, metrics: Metrics) -> None:
         super().__init__(name="webhooks", daemon=True)
         self.outbox, self.tenants, self.jobs, self.storage = outbox, tenants, jobs, storage
         self.sender, self.schedule, self.poll, self.clock = sender, tuple(schedule), poll, clock
+        self.metrics = metrics
+        #: Seconds since the oldest event due at the last pass was created (0 when none was).
+        self.oldest_pending = 0.0
         self._woken: queue.Queue = queue.Queue()
         self._halt = threading.Event()
 
@@ -95,6 +99,9 @@ class OutboxSender(threading.Thread):
         events = [e for e in (self.outbox.get(i) for i in woken) if e and e.status == "pending"]
         seen = {e.event_id for e in events}
         events += [e for e in self.outbox.due() if e.event_id not in seen]
+        now = self.clock.time()
+        self.oldest_pending = max((now - e.created_at for e in events if e.created_at),
+                                  default=0.0)
         sent = 0
         for event in events:
             claimed = self.outbox.claim(event, hold=self.sender.timeout + 30)
@@ -116,6 +123,7 @@ class OutboxSender(threading.Thread):
                                   event.event_id, config.webhook_hosts if config else ())
         detail = f"{result.detail} on attempt {event.attempts}"
         if result.status == RETRY and event.attempts <= len(self.schedule):
+            self.metrics.emit("webhooks", 1, outcome=RETRY, tenant_id=event.tenant_id)
             delay = self._delay(event.attempts)
             self.outbox.retry_at(event, self.clock.time() + delay, detail)
             logger.info("webhook attempt %d of %s failed (%s); next in %.0fs", event.attempts,
@@ -127,6 +135,7 @@ class OutboxSender(threading.Thread):
         if status == FAILED and result.status == RETRY:
             detail = f"{result.detail} after {event.attempts} attempts"
         self.outbox.close(event, status, detail)
+        self.metrics.emit("webhooks", 1, outcome=status, tenant_id=event.tenant_id)
         logger.log(logging.INFO if status == DELIVERED else logging.WARNING,
                    "webhook %s: %s", status, detail, extra={**log, "action": f"webhook_{status}"})
         self._note(event, status, detail)

@@ -73,7 +73,8 @@ class Supervisor:
         self.sender = OutboxSender(
             backends.outbox, backends.tenants, backends.jobs, storage,
             sender or WebhookSender(allow_http_loopback=s.allow_http_loopback),
-            parse_schedule(s.webhook_schedule), s.webhook_poll_seconds, self.clock)
+            parse_schedule(s.webhook_schedule), s.webhook_poll_seconds, self.clock,
+            metrics=self.metrics)
         self.borrowing = BorrowPolicy(s.borrow, s.reserve_slots, self.leases, backends.jobs,
                                       backends.tenants)
         self.contention = ContentionMeter(s.slots, 2 * s.defer_seconds + 5, self.clock,
@@ -257,10 +258,13 @@ class Supervisor:
                     reason=f"job ran past {self.overrun.limit:.0f}s; its pool worker was killed"))
 
     def sample(self) -> None:
-        """Emit slot utilisation and the stranded/shortage split for this host."""
-        busy = self.pool.busy_count()
-        self.metrics.emit("slot_utilisation", 100.0 * busy / self.settings.slots,
-                          host=self.settings.host_id)
+        """Emit this host's slot utilisation, parked backlog, oldest due webhook and the
+        stranded/shortage split."""
+        busy, host = self.pool.busy_count(), self.settings.host_id
+        self.metrics.emit("slot_utilisation", 100.0 * busy / self.settings.slots, host=host)
+        self.metrics.emit("backlog", self.handoff.parked_here(), host=host)
+        self.metrics.emit("webhook_oldest_pending", round(self.sender.oldest_pending, 3),
+                          host=host)
         queued = self.queue.depth()["visible"] if busy >= self.settings.slots else 0
         stranded, stranded_time, shortage = self.contention.sample(busy, queued)
         self.rollups.contention(stranded, stranded_time, shortage, self.clock.time())

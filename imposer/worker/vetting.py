@@ -76,7 +76,9 @@ class Vetting:
             self.jobs.finish_unleased(tenant, job_id, JobStatus.FAILED, str(exc), exc.kind,
                                       submitted_at=message.sent_at)
         self.messages.dead_letter(message, str(exc))
-        self.metrics.emit("jobs", 1, outcome="invalid", tenant_id=tenant)
+        # An unreadable message names no tenant; its data point still needs the dimension.
+        self.metrics.emit("jobs", 1, outcome="invalid", tenant_id=tenant or "unknown")
+        self.metrics.emit("failures", 1, kind=exc.kind)
 
     @contextlib.contextmanager
     def guard(self, message: Received) -> Iterator[None]:

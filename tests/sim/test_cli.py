@@ -135,6 +135,26 @@ class TestCapacityPointsToIt:
         assert shares[0] > 20 and shares[-1] < shares[0]
         assert "(as now)" in table[0] and "pts" in table[1]
 
+    @pytest.mark.parametrize("per_hour, verdict_metric", [(3, 1), (1, 0)])
+    def test_emit_logs_the_verdict_it_prints_as_emf(self, backends, settings, logged,
+                                                     per_hour, verdict_metric):
+        """--emit logs the verdict it prints as EMF, the same figures, and simulates nothing."""
+        from tests.deploy import emf
+
+        seed_history(backends, settings, per_hour=per_hour, slots=2)
+        out: list[str] = []
+        verdict = run_capacity(settings, 28 * 86400, Thresholds(), False, None, out.append,
+                               now=NOW, emit=True)
+        assert any(line.startswith("verdict") for line in out)
+        assert not any(line.startswith("imposer simulate") for line in out)  # routine: no sim
+        lines = logged.stream.getvalue().splitlines()
+        assert [emf.problems(line) for line in lines] == [[], [], []]
+        values = {r["metric"]: r[r["metric"]] for r in map(json.loads, lines)}
+        assert values == {"licence_busy_days": round(100 * verdict.busy_day_share, 2),
+                          "licence_slow_jobs": round(100 * verdict.slow_job_share, 2),
+                          "licence_at_capacity": verdict_metric}
+        assert verdict.at_capacity == bool(verdict_metric)
+
     def test_within_capacity_it_stays_quiet(self, backends, settings):
         """No simulation when the rule does not call for a licence."""
         seed_history(backends, settings, per_hour=1, slots=2)

@@ -53,7 +53,7 @@ def sender_for(backends, schedule=(5, 300)):
     return OutboxSender(backends.outbox, backends.tenants, backends.jobs,
                         Storage(backends.settings.region),
                         WebhookSender(allow_http_loopback=True, timeout=5),
-                        schedule, poll=0.05, clock=backends.clock)
+                        schedule, poll=0.05, clock=backends.clock, metrics=backends.metrics)
 
 
 def finish_with_webhook(backends, url, status=JobStatus.FAILED, **event_fields):
