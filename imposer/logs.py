@@ -49,8 +49,9 @@ def setup(level: str = "INFO", stream: Any = None) -> None:
 
 
 def quiet() -> None:
-    """Keep imposer's records off the terminal (warnings and errors still show)."""
-    logging.getLogger("imposer").setLevel(logging.WARNING)
+    """Keep imposer's records off the terminal: a command that says its failure in one
+    line of its own (``submit``) would only repeat it as a JSON line first."""
+    logging.getLogger("imposer").setLevel(logging.CRITICAL + 1)
 
 
 class guard:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 import click
 
-from imposer.cli.common import TABLE_NAMES, fail, handle_errors, settings_options
+from imposer.cli.common import TABLE_NAMES, OutputFile, fail, handle_errors, settings_options
 from imposer.errors import ConfigError
 from imposer.models.exits import Exit
 from imposer.settings import Settings
@@ -76,7 +76,7 @@ def jobs(settings: Settings, tenant, statuses, since, limit, cursor, export, as_
         return
     next_cursor = None
     if tenant:
-        start = json.loads(cursor) if cursor else None
+        start = _cursor(cursor, tenant) if cursor else None
         records, next_cursor = store.for_tenant(
             tenant, since=None if since is None else time.time() - since,
             statuses=statuses or None, limit=limit, cursor=start)
@@ -98,6 +98,23 @@ def jobs(settings: Settings, tenant, statuses, since, limit, cursor, export, as_
                        f"{wait:>7}  {why}")
     if next_cursor is not None:
         click.echo(f"more: --cursor '{json.dumps(next_cursor)}'", err=True)
+
+
+def _cursor(text: str, tenant: str) -> dict:
+    """The page key `jobs` printed for *tenant*; anything else is a usage error, not a query."""
+    import math
+
+    try:
+        start = json.loads(text[:2000])
+    except ValueError:
+        start = None
+    if not (isinstance(start, dict) and set(start) == {"job_id", "tenant_id", "submitted_at"}
+            and isinstance(start["job_id"], str) and start["tenant_id"] == tenant
+            and isinstance(start["submitted_at"], (int, float))
+            and math.isfinite(start["submitted_at"])):
+        raise click.BadParameter(f"{text[:80]!r} is not a cursor `imposer jobs --tenant {tenant}`"
+                                 " printed (copy it from its last line)", param_hint="--cursor")
+    return start
 
 
 def _record(record, attrs) -> dict:
@@ -159,7 +176,7 @@ def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
 @click.command()
 @click.argument("job_id", callback=_id)
 @click.option("--tenant", callback=_id, help="The job's tenant (needed when two share an id).")
-@click.option("-o", "--output", "target", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", "target", type=OutputFile(),
               help="Where to write the plate [default: JOB_ID.pdf].")
 @settings_options(*TABLE_NAMES, "bucket")
 @handle_errors
@@ -211,7 +228,7 @@ def stats(settings: Settings, since, as_json) -> None:
               help="A job is slow when it waited longer than this many seconds.")
 @click.option("--slow-share", type=float, default=0.2, show_default=True,
               help="Wait condition: more than this share of jobs slow.")
-@click.option("--chart", "chart_path", type=click.Path(dir_okay=False),
+@click.option("--chart", "chart_path", type=OutputFile(),
               help="Also draw daily utilisation and slow-job share to this PNG "
                    "(needs the chart extra).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict and its days as JSON.")

@@ -14,13 +14,17 @@ from typing import Callable, Sequence
 
 import click
 
-from imposer.cli.common import TABLE_NAMES, handle_errors, settings_options
+from imposer.cli.common import TABLE_NAMES, InputFile, OutputFile, handle_errors, settings_options
 from imposer.settings import Settings
 
 #: Monday 2024-01-01 08:00 UTC: synthetic workloads start at the top of a working day.
 SYNTHETIC_ORIGIN = 1704096000.0
 #: Tenants shown in the per-tenant table (all of them are in --json).
 TENANT_ROWS = 20
+#: Largest host, slot or cap count a variant may have.
+MAX_COUNT = 10_000
+#: Largest export `--from-export` reads (about four million job records).
+MAX_EXPORT_MB = 4096
 #: A typical SQS or DynamoDB call from EC2, milliseconds.
 AWS_MS = 20.0
 
@@ -34,6 +38,8 @@ def _ints(ctx, param, value):
         raise click.BadParameter(f"{value!r} is not a comma-separated list of numbers") from None
     if not out or min(out) < (1 if param.name in ("hosts", "slot_counts") else 0):
         raise click.BadParameter(f"{value!r}: give one or more counts, e.g. 8,10,12")
+    if max(out) > MAX_COUNT:
+        raise click.BadParameter(f"{value[:80]!r}: a count is at most {MAX_COUNT}")
     return out
 
 
@@ -60,7 +66,7 @@ def _cap_of(ctx, param, values):
 @click.command()
 @click.option("--days", type=click.IntRange(1, 400), default=28, show_default=True,
               help="Replay the jobs table's records of the last DAYS days (the default source).")
-@click.option("--from-export", "export", type=click.Path(exists=True, dir_okay=False),
+@click.option("--from-export", "export", type=InputFile(MAX_EXPORT_MB),
               help="Replay the JSON lines of `imposer jobs --export` instead.")
 @click.option("--synthetic", metavar="SPEC",
               help="Replay a generated workload instead: NAME=COUNT[xTENANTS][@START][/SPREAD],"
@@ -91,7 +97,7 @@ def _cap_of(ctx, param, values):
                    "reference).")
 @click.option("--no-search", is_flag=True,
               help="Skip the search for the smallest slot count that meets the licence rule.")
-@click.option("--chart", "chart_path", type=click.Path(dir_okay=False),
+@click.option("--chart", "chart_path", type=OutputFile(),
               help="Also draw waits and utilisation per variant to this PNG (chart extra).")
 @click.option("--json", "as_json", is_flag=True, help="Print every variant as JSON.")
 @settings_options(*TABLE_NAMES, "park_seconds", "defer_seconds", "retry_seconds",

@@ -7,14 +7,14 @@ import sys
 import click
 
 from imposer import logs
-from imposer.cli.common import fail, settings_options
+from imposer.cli.common import MAX_PDF_MB, InputFile, fail, settings_options
 from imposer.models.exits import Exit
 from imposer.settings import Settings
 
 
 @click.command()
 @click.option("--tenant", required=True, help="Tenant id (also the MessageGroupId).")
-@click.option("--pdf", "pdf", required=True, type=click.Path(exists=True, dir_okay=False),
+@click.option("--pdf", "pdf", required=True, type=InputFile(MAX_PDF_MB),
               help="Artwork PDF to impose.")
 @click.option("--layout", required=True, help="Layout: a JSON file or a preset name.")
 @click.option("--token", help="Idempotency token (default: the new job id).")
@@ -37,8 +37,11 @@ def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url, n
     from imposer.client import AdmissionError, SubmitError
     from imposer.client import submit as client_submit
 
+    from imposer.aws.session import check_endpoint
+
     if not verbose:
         logs.quiet()
+    check_endpoint()  # the client would take a malformed one for a failed upload
     if not no_check:
         check_locally(layout, pdf)
 
@@ -70,11 +73,12 @@ def check_locally(layout: str, pdf: str) -> None:
     import tempfile
     from pathlib import Path
 
+    from imposer.cli.engine import layout_of
     from imposer.engine import impose, load_layout
     from imposer.errors import InputPdfError, LayoutError, TooLarge
 
     try:
-        spec = load_layout(Path(layout) if Path(layout).is_file() else layout)
+        spec = load_layout(layout_of(layout))
         with tempfile.TemporaryDirectory(prefix="imposer-check-") as tmp:
             impose(spec, pdf, Path(tmp) / "plate.pdf")
     except (LayoutError, InputPdfError, TooLarge) as exc:
