@@ -83,7 +83,7 @@ class Supervisor:
             s, leases=self.leases, jobs=backends.jobs, storage=storage, messages=self.messages,
             handoff=self.handoff, metrics=self.metrics, rollups=self.rollups, pool=self.pool,
             running=self.running, contention=self.contention, borrowing=self.borrowing,
-            overrun=self.overrun, clock=self.clock)
+            overrun=self.overrun, clock=self.clock, outbox=backends.outbox)
         self.refill = Refiller(
             s, dispatch=self.dispatch, leases=self.leases, handoff=self.handoff,
             messages=self.messages, metrics=self.metrics, pool=self.pool, running=self.running,
