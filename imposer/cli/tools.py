@@ -34,7 +34,7 @@ def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url, n
     job the worker would fail as bad input fails here, with the same words
     as `imposer impose`, and costs no upload.
     """
-    from imposer.client import AdmissionError, SubmitError
+    from imposer.client import AdmissionError, AdmissionUnavailable, SubmitError
     from imposer.client import submit as client_submit
 
     from imposer.aws.session import check_endpoint
@@ -56,14 +56,12 @@ def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url, n
                                 queue=settings.queue_name, region=settings.region)
     except AdmissionError as exc:
         fail(str(exc), exc.exit_code)
+    except AdmissionUnavailable as exc:
+        fail(f"{exc} (IMPOSER_REDIS_URL {redis_url})", exc.exit_code)
     except SubmitError as exc:
         fail(str(exc), getattr(exc, "exit_code", Exit.BACKEND))
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc), Exit.USAGE)
-    except Exception as exc:
-        if type(exc).__module__.startswith("redis"):  # admission store unreachable
-            fail(f"cannot use Redis at {redis_url} for admission control: {exc}", Exit.BACKEND)
-        raise
     click.echo(f"submitted job {request.job_id} for {tenant} (token {request.token})")
     click.echo(f"plate will be written to {request.output}")
 

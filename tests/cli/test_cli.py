@@ -133,9 +133,10 @@ class TestSubmitCommand:
         pdf = numbered_pdf(tmp_path / "a.pdf", 1, *A5)
         got = imposer(env, "submit", "--tenant", "acme", "--pdf", str(pdf), "--layout",
                       "a5-4up-sra3")
-        assert got.returncode == 4
-        assert got.stderr.strip().splitlines()[-1].startswith(
-            "imposer: error: cannot use Redis at redis://127.0.0.1:9/0")
+        lines = got.stderr.strip().splitlines()
+        assert got.returncode == 4 and len(lines) == 1, got.stderr
+        assert lines[0].startswith("imposer: error: admission control cannot admit a job: ")
+        assert lines[0].endswith("(IMPOSER_REDIS_URL redis://127.0.0.1:9/0)")
 
     def test_jobs_lists_records(self, settings, backends):
         """`imposer jobs --json` lists records with their status and reason."""
