@@ -161,6 +161,11 @@ class TestToolFates:
             record = got[name]
             assert (record.status, record.error_kind) == (JobStatus.DEAD, kind), name
             assert (record.attempts, record.failures) == (2, 2), name
+        finished = {(r.get("job_id"), r.get("status"), r.get("error_kind"))
+                    for r in worker.records() if r.get("action") == "job_finished"}
+        for name, kind in (("hang", "timeout"), ("badpdf", "bad_pdf"), ("ok", None)):
+            final = got[name].status.value
+            assert (jobs[name], final, kind) in finished, name  # an operator greps for these
         dead = {json.loads(d["body"])["job_id"] for d in dlq_bodies(settings)}
         assert dead == {jobs[n] for n in ("internal", "config", "crash", "hang")}
         # Licence failures are retried but never counted against the tenant.
