@@ -113,6 +113,8 @@ MAX_PDF_MB = attrs.fields_dict(Settings)["max_input_mb"].default
 AWS_NAMES = ("region", "queue_name", "dlq_name", "bucket", "table_prefix")
 #: What a command that reads only the tables needs.
 TABLE_NAMES = ("region", "table_prefix")
+#: What `jobs`, `why` and `stats` read besides the tables: the queue's depth.
+QUEUE_NAMES = ("queue_name", "dlq_name")
 #: Every setting: `imposer run` takes them all.
 ALL_NAMES = tuple(f.name for f in attrs.fields(Settings))
 

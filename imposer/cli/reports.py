@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Callable
 
 import click
 
-from imposer.cli.common import TABLE_NAMES, OutputFile, fail, handle_errors, settings_options
+from imposer.cli.common import (
+    QUEUE_NAMES,
+    TABLE_NAMES,
+    OutputFile,
+    fail,
+    handle_errors,
+    settings_options,
+)
 from imposer.errors import ConfigError
 from imposer.models.exits import Exit
 from imposer.settings import Settings
@@ -57,7 +64,7 @@ def _id(ctx, param, value):
 @click.option("--export", is_flag=True,
               help="Every record of the table as JSON lines (a full Scan: for exports only).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of job records.")
-@settings_options(*TABLE_NAMES)
+@settings_options(*TABLE_NAMES, *QUEUE_NAMES)
 @handle_errors
 def jobs(settings: Settings, tenant, statuses, since, limit, cursor, export, as_json) -> None:
     """List job records: status, attempts, wait, and why a job waits or failed.
@@ -69,7 +76,8 @@ def jobs(settings: Settings, tenant, statuses, since, limit, cursor, export, as_
 
     from imposer.worker.wiring import connect
 
-    store = connect(settings).jobs
+    backends = connect(settings)
+    store = backends.jobs
     if export:
         for record in store.export():
             click.echo(json.dumps(_record(record, attrs), default=str))
@@ -98,6 +106,8 @@ def jobs(settings: Settings, tenant, statuses, since, limit, cursor, export, as_
                        f"{wait:>7}  {why}")
     if next_cursor is not None:
         click.echo(f"more: --cursor '{json.dumps(next_cursor)}'", err=True)
+    if not tenant and not as_json:
+        click.echo(queue_line(backends.queue))
 
 
 def _cursor(text: str, tenant: str) -> dict:
@@ -115,6 +125,18 @@ def _cursor(text: str, tenant: str) -> dict:
         raise click.BadParameter(f"{text[:80]!r} is not a cursor `imposer jobs --tenant {tenant}`"
                                  " printed (copy it from its last line)", param_hint="--cursor")
     return start
+
+
+def not_received(queue) -> int:
+    """Messages in the queue no worker has received yet: their jobs have no record so far."""
+    depth = queue.depth()
+    return depth["visible"] + depth["delayed"]
+
+
+def queue_line(queue) -> str:
+    waiting = not_received(queue)
+    return (f"queue: {waiting} message(s) not received by a worker yet (a job has a record "
+            "from its first receive)")
 
 
 def _record(record, attrs) -> dict:
@@ -140,7 +162,8 @@ def find_job(store, job_id: str, tenant: str | None):
 @click.argument("job_id", callback=_id)
 @click.option("--tenant", callback=_id, help="The job's tenant (needed when two share an id).")
 @click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
-@settings_options(*TABLE_NAMES, "slots", "default_cap", "defer_seconds", "retry_seconds")
+@settings_options(*TABLE_NAMES, *QUEUE_NAMES, "slots", "default_cap", "defer_seconds",
+                  "retry_seconds")
 @handle_errors
 def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
     """Say what JOB_ID is doing, why it waits, and when it should start.
@@ -157,8 +180,10 @@ def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
                          settings, time.time())
     else:
         answer = investigate(b.jobs, b.leases, b.tenants, settings, owner, job_id, time.time())
+    waiting = not_received(b.queue) if record is None else None
     if as_json:
-        click.echo(json.dumps(answer.to_dict(), indent=2))
+        click.echo(json.dumps({**answer.to_dict(), "queue_not_received": waiting}, indent=2)
+                   if record is None else json.dumps(answer.to_dict(), indent=2))
     else:
         click.echo(f"{job_id}: {answer.code}")
         click.echo(f"  {answer.reason}")
@@ -169,6 +194,8 @@ def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
                 span = (f" (between {time.strftime('%H:%M:%S', time.localtime(answer.earliest))}"
                         f" and {time.strftime('%H:%M:%S', time.localtime(answer.latest))})")
             click.echo(f"  predicted start {when}{span}; confidence: {answer.confidence}")
+        if record is None:
+            click.echo(f"  {queue_line(b.queue)}")
     if record is None:
         raise SystemExit(int(Exit.FAILED))
 
@@ -204,7 +231,7 @@ def fetch(settings: Settings, job_id: str, tenant, target) -> None:
 @click.option("--since", callback=_duration, default="24h", show_default=True,
               metavar="DURATION", help="How far back the history goes (30m, 6h, 7d, 4w).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-@settings_options(*TABLE_NAMES, "slots", "default_cap")
+@settings_options(*TABLE_NAMES, *QUEUE_NAMES, "slots", "default_cap", "rollup_seconds")
 @handle_errors
 def stats(settings: Settings, since, as_json) -> None:
     """Per tenant running/waiting/deferred and p50/p95 wait; stranded capacity vs shortage.
@@ -260,10 +287,16 @@ def run_stats(settings: Settings, since_seconds: float, as_json: bool,
     backends = connect(settings)
     now = backends.clock.time() if now is None else now
     since = now - since_seconds
-    rows = [HostHour.from_item(i) for i in backends.rollups.read(since, now)]
+    items = list(backends.rollups.read(since, now))
+    rows = [HostHour.from_item(i) for i in items]
     data = summarise(rows, backends.jobs.open_jobs(), now=now, since=since,
                      caps=backends.tenants.caps(), default_cap=settings.default_cap,
                      slots_per_host=settings.slots)
+    # what the records and rollups cannot know yet: messages not received, finishes not flushed
+    newest = max((float(i["flushed_at"]) for i in items if "flushed_at" in i), default=None)
+    data["queue"] = {"not_received": not_received(backends.queue)}
+    data["rollups"] = {"newest_flush": newest, "every_seconds": settings.rollup_seconds,
+                       "age_seconds": None if newest is None else round(now - newest, 1)}
     if as_json:
         echo(json.dumps(data, indent=2))
     else:

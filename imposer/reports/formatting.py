@@ -81,6 +81,15 @@ def format_stats(data: dict) -> list[str]:
                      f"{format_seconds(t['queue_wait_p95']):>8}")
     if not data["tenants"]:
         lines.append("(no jobs in the window)")
+    queue, rollups = data.get("queue"), data.get("rollups")
+    if queue is not None:
+        lines.append(f"queue        {queue['not_received']} message(s) not received by a worker "
+                     "yet (a job has a record from its first receive)")
+    if rollups is not None:
+        every = format_seconds(rollups["every_seconds"])
+        lines.append("rollups      none written in the window yet" if rollups["age_seconds"] is None
+                     else f"rollups      newest written {format_seconds(rollups['age_seconds'])} "
+                     f"ago; hosts write every {every}, so jobs finished since are not counted yet")
     lines.append("")
     lines.extend(f"verdict: {v}" for v in c["verdict"])
     return lines

@@ -222,3 +222,34 @@ class TestWrongEndpoint:
         got = imposer(env, "tenants", "list")
         assert got.returncode == 3 and "Traceback" not in got.stderr
         assert "is not a URL like http://" in got.stderr
+
+
+class TestStatusTellsTheTruth:
+    def test_messages_not_received_yet_are_counted(self, settings, backends):
+        """Right after submitting, `jobs`, `stats` and `why` say how many messages wait in the
+        queue with no record yet, instead of "no open jobs" alone."""
+        body = json.dumps({"version": 1, "job_id": "j1", "tenant_id": "acme"})
+        for _ in range(3):
+            backends.queue.send(body, "acme")
+        env = env_for(settings)
+        jobs = imposer(env, "jobs")
+        assert jobs.returncode == 0 and "no open jobs" in jobs.stdout
+        assert "queue: 3 message(s) not received by a worker yet" in jobs.stdout
+        stats = imposer(env, "stats", "--json")
+        assert json.loads(stats.stdout)["queue"] == {"not_received": 3}
+        why = imposer(env, "why", "j1")
+        assert why.returncode == 1 and "queue: 3 message(s) not received" in why.stdout
+
+    def test_stats_says_how_far_behind_the_rollups_are(self, settings, backends, clock):
+        """`stats` reports when the newest rollup was written and how often hosts write them."""
+        from imposer.cli.reports import run_stats
+        from imposer.worker.rollup import RollupRecorder
+
+        recorder = RollupRecorder(backends.rollups, "h", 8, clock)
+        recorder.job_finished("acme", "succeeded", clock.time() - 5, clock.time())
+        assert recorder.flush() == 1
+        lines: list[str] = []
+        data = run_stats(settings, 86400, False, lines.append, now=clock.time() + 42)
+        assert data["rollups"]["age_seconds"] == 42.0
+        assert any(line.startswith("rollups      newest written 42.0s ago; hosts write every")
+                   for line in lines), lines
