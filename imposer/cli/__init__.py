@@ -41,7 +41,7 @@ def main() -> None:
 
     A tenant's burst cannot starve the others: each tenant holds at most its
     cap of slots (default 4 of 8), taken by one DynamoDB transaction per job;
-    at cap a message is deferred, never dropped.
+    at cap a message is parked, never dropped.
 
     \b
     Try it without AWS:  imposer demo

@@ -119,6 +119,18 @@ QUEUE_NAMES = ("queue_name", "dlq_name")
 ALL_NAMES = tuple(f.name for f in attrs.fields(Settings))
 
 
+def duration(ctx, param, value):
+    """Option callback: ``30m``, ``6h``, ``7d``, ``4w`` as seconds; the one spelling of a window."""
+    from imposer.reports.formatting import parse_duration
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 def fail(message: str, code: int, kind: str = "error") -> NoReturn:
     """Print ``imposer: <kind>: <message>`` on stderr and exit with *code*: one error style."""
     click.echo(failures.line(kind, message), err=True)

@@ -58,8 +58,10 @@ def tenants() -> None:
 @click.argument("tenant")
 @click.option("--cap", type=click.IntRange(min=0, max=MAX_CAP),
               help="Concurrency cap (0 pauses the tenant).")
-@click.option("--clear-cap", "--default-cap-override", "clear_cap", is_flag=True,
+@click.option("--clear-cap", "clear_cap", is_flag=True,
               help="Drop the tier override: the tenant gets the default cap again.")
+@click.option("--default-cap-override", "default_cap_override", is_flag=True, hidden=True,
+              deprecated="it drops the override: say --clear-cap")
 @click.option("--webhook-secret", metavar="SECRET|generate",
               help="Secret that signs this tenant's webhooks; 'generate' makes a Standard "
                    "Webhooks whsec_ secret and prints it once.")
@@ -69,15 +71,20 @@ def tenants() -> None:
                    "the list.")
 @settings_options(*TABLE_NAMES, "default_cap")
 @handle_errors
-def tenants_set(settings: Settings, tenant: str, cap, clear_cap, webhook_secret,
-                webhook_hosts) -> None:
-    """Set TENANT's cap or webhook settings; the next acquire sees it, no restart."""
+def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_override,
+                webhook_secret, webhook_hosts) -> None:
+    """Set TENANT's cap or webhook settings; the next acquire sees it, no restart.
+
+    --default-cap only says which default to print beside a tenant without an
+    override; each worker's own IMPOSER_DEFAULT_CAP is what it applies.
+    """
     import attrs
 
     from imposer.models import TenantConfig, valid_id
     from imposer.models.signature import new_secret
     from imposer.worker.wiring import connect
 
+    clear_cap = clear_cap or default_cap_override
     if not valid_id(tenant):
         raise click.BadParameter(f"{tenant!r} is not a tenant id (1-128 of A-Z a-z 0-9 . _ -, "
                                  "starting with a letter or digit)", param_hint="TENANT")

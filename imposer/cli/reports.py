@@ -18,11 +18,11 @@ from imposer.cli.common import (
     QUEUE_NAMES,
     TABLE_NAMES,
     OutputFile,
+    duration,
     fail,
     handle_errors,
     settings_options,
 )
-from imposer.errors import ConfigError
 from imposer.models.exits import Exit
 from imposer.settings import Settings
 
@@ -30,17 +30,6 @@ if TYPE_CHECKING:
     from imposer.reports.capacity import Thresholds, Verdict
 
 STATUSES = ["queued", "running", "retrying", "succeeded", "failed", "dead"]
-
-
-def _duration(ctx, param, value):
-    from imposer.reports.formatting import parse_duration
-
-    if value is None:
-        return None
-    try:
-        return parse_duration(value)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 def _id(ctx, param, value):
@@ -56,7 +45,7 @@ def _id(ctx, param, value):
 @click.option("--tenant", callback=_id, help="A tenant's jobs, newest first (paged).")
 @click.option("--status", "statuses", multiple=True, type=click.Choice(STATUSES),
               help="Only jobs in this state (repeatable).")
-@click.option("--since", callback=_duration, metavar="DURATION",
+@click.option("--since", callback=duration, metavar="DURATION",
               help="Only jobs submitted in the last DURATION (30m, 6h, 7d).")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True,
               help="Jobs per page.")
@@ -228,7 +217,7 @@ def fetch(settings: Settings, job_id: str, tenant, target) -> None:
 
 
 @click.command()
-@click.option("--since", callback=_duration, default="24h", show_default=True,
+@click.option("--since", callback=duration, default="24h", show_default=True,
               metavar="DURATION", help="How far back the history goes (30m, 6h, 7d, 4w).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @settings_options(*TABLE_NAMES, *QUEUE_NAMES, "slots", "default_cap", "rollup_seconds")
@@ -245,8 +234,10 @@ def stats(settings: Settings, since, as_json) -> None:
 
 
 @click.command()
-@click.option("--window", callback=_duration, default="28d", show_default=True,
-              metavar="DURATION", help="How far back to look.")
+@click.option("--since", callback=duration, default="28d", show_default=True,
+              metavar="DURATION", help="How far back to look (30m, 6h, 7d, 4w).")
+@click.option("--window", callback=duration, hidden=True, metavar="DURATION",
+              deprecated="say --since instead")
 @click.option("--util-threshold", type=float, default=0.8, show_default=True,
               help="A working day is busy above this slot utilisation.")
 @click.option("--day-share", type=float, default=0.5, show_default=True,
@@ -261,8 +252,8 @@ def stats(settings: Settings, since, as_json) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict and its days as JSON.")
 @settings_options(*TABLE_NAMES, "slots")
 @handle_errors
-def capacity(settings: Settings, window, util_threshold, day_share, wait_threshold, slow_share,
-             chart_path, as_json) -> None:
+def capacity(settings: Settings, since, window, util_threshold, day_share, wait_threshold,
+             slow_share, chart_path, as_json) -> None:
     """Is a second licence warranted? The seed's rule, both conditions at once.
 
     At capacity only when slot utilisation is above 80% on more than half of
@@ -273,7 +264,8 @@ def capacity(settings: Settings, window, util_threshold, day_share, wait_thresho
 
     thresholds = Thresholds(util=util_threshold, day_share=day_share,
                             wait_seconds=wait_threshold, slow_share=slow_share)
-    run_capacity(settings, window, thresholds, as_json, chart_path, click.echo)
+    run_capacity(settings, since if window is None else window, thresholds, as_json,
+                 chart_path, click.echo)
 
 
 def run_stats(settings: Settings, since_seconds: float, as_json: bool,

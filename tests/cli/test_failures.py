@@ -72,7 +72,7 @@ BAD_ARGUMENTS = [
     ("huge cap", ["tenants", "set", "acme", "--cap", HUGE], Exit.USAGE),
     ("huge limit", ["jobs", "--limit", HUGE], Exit.USAGE),
     ("huge window", ["stats", "--since", HUGE + "d"], Exit.USAGE),
-    ("huge capacity window", ["capacity", "--window", HUGE + "d"], Exit.USAGE),
+    ("huge capacity window", ["capacity", "--since", HUGE + "d"], Exit.USAGE),
     ("huge slots", ["simulate", "--synthetic", "a=2", "--slots", HUGE], Exit.USAGE),
     ("huge port", ["local", "--port", "99999"], Exit.USAGE),
     ("pdf is /dev/zero", ["submit", "--tenant", "acme", "--pdf", "/dev/zero", "--layout",
@@ -278,3 +278,37 @@ class TestPaging:
         code, out2, err2 = invoke(["jobs", "--tenant", "acme", "--limit", "2", "--cursor",
                                    cursor], env)
         assert code == 0 and "job0" in out2 and "job0" not in out and err2 == ""
+
+
+class TestOptions:
+    @pytest.mark.parametrize("command", ["jobs", "stats", "capacity", "simulate"])
+    def test_one_name_for_a_time_window(self, command):
+        """Every command with a time window calls it --since; old spellings are not offered."""
+        _, out, _ = invoke([command, "--help"], {})
+        assert "--since DURATION" in out and "--window" not in out and "--days" not in out
+
+    def test_old_window_spellings_still_work_and_say_so(self, provisioned):
+        """`capacity --window` and `simulate --days` run as before, with a deprecation line."""
+        env = env_for(provisioned)
+        for args in (["capacity", "--window", "7d", "--json"],
+                     ["simulate", "--days", "7", "--json", "--no-search"]):
+            code, out, err = invoke(args, env)
+            assert code == 0 and out.startswith("{"), err
+            assert "deprecated" in err and "--since" in err and "Traceback" not in err
+
+    def test_the_override_option_says_what_it_does(self, provisioned):
+        """--clear-cap drops the override; its old name --default-cap-override still does,
+        with a deprecation line."""
+        env = env_for(provisioned)
+        assert invoke(["tenants", "set", "acme", "--cap", "2"], env)[0] == 0
+        code, out, err = invoke(["tenants", "set", "acme", "--default-cap-override"], env)
+        assert code == 0 and "cap 4 (default)" in out and "say --clear-cap" in err
+        _, help_text, _ = invoke(["tenants", "set", "--help"], {})
+        assert "--clear-cap" in help_text and "--default-cap-override" not in help_text
+
+    @pytest.mark.parametrize("option, choices", [("--engine", "[pdftoolbox|open]"),
+                                                 ("--log-level", "[debug|info|warning|error")])
+    def test_closed_sets_are_choices(self, option, choices):
+        """--engine and --log-level list what they take, and refuse anything else."""
+        _, out, _ = invoke(["run", "--help"], {})
+        assert f"{option} {choices}" in out
