@@ -288,4 +288,4 @@ def env_help(name: str) -> str:
     default = field.default
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         default = "host name"
-    return f"{field.metadata['help']} [env {field.metadata['env']}; default {default}]"
+    return f"{field.metadata['help']} [env {field.metadata['env']}; default: {default}]"

@@ -13,8 +13,8 @@ import contextlib
 import os
 import socket
 import threading
-import urllib.parse
 import time
+import urllib.parse
 from typing import Iterator
 
 import boto3

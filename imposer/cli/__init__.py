@@ -5,9 +5,10 @@
 ``webhooks``), ``reports`` their questions (``jobs``, ``why``, ``stats``,
 ``capacity``, ``fetch``), ``tools`` what sits beside the worker (``submit``,
 ``demo``) and ``engine`` the open engine on its own
-(``layouts``, ``impose``). ``common`` has the shared options and ``failures`` the one table
-turning an error into a line and an exit code. Every setting is also an IMPOSER_* environment variable; an option
-given on the command line wins. AWS is reached through boto3, so
+(``layouts``, ``impose``). ``common`` has the shared options, ``failures``
+the one table that turns an error into a line and an exit code. Every
+setting is also an IMPOSER_* environment variable; an option given on the
+command line wins. AWS is reached through boto3, so
 AWS_ENDPOINT_URL points every command at `imposer local`.
 """
 

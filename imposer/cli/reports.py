@@ -96,7 +96,7 @@ def jobs(settings: Settings, tenant, statuses, since, limit, cursor, export, as_
     if next_cursor is not None:
         click.echo(f"more: --cursor '{json.dumps(next_cursor)}'", err=True)
     if not tenant and not as_json:
-        click.echo(queue_line(backends.queue))
+        click.echo(queue_line(not_received(backends.queue)))
 
 
 def _cursor(text: str, tenant: str) -> dict:
@@ -122,8 +122,7 @@ def not_received(queue) -> int:
     return depth["visible"] + depth["delayed"]
 
 
-def queue_line(queue) -> str:
-    waiting = not_received(queue)
+def queue_line(waiting: int) -> str:
     return (f"queue: {waiting} message(s) not received by a worker yet (a job has a record "
             "from its first receive)")
 
@@ -171,8 +170,10 @@ def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
         answer = investigate(b.jobs, b.leases, b.tenants, settings, owner, job_id, time.time())
     waiting = not_received(b.queue) if record is None else None
     if as_json:
-        click.echo(json.dumps({**answer.to_dict(), "queue_not_received": waiting}, indent=2)
-                   if record is None else json.dumps(answer.to_dict(), indent=2))
+        payload = answer.to_dict()
+        if record is None:
+            payload["queue_not_received"] = waiting
+        click.echo(json.dumps(payload, indent=2))
     else:
         click.echo(f"{job_id}: {answer.code}")
         click.echo(f"  {answer.reason}")
@@ -184,7 +185,7 @@ def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
                         f" and {time.strftime('%H:%M:%S', time.localtime(answer.latest))})")
             click.echo(f"  predicted start {when}{span}; confidence: {answer.confidence}")
         if record is None:
-            click.echo(f"  {queue_line(b.queue)}")
+            click.echo(f"  {queue_line(waiting)}")
     if record is None:
         raise SystemExit(int(Exit.FAILED))
 

@@ -34,10 +34,9 @@ def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url, n
     job the worker would fail as bad input fails here, with the same words
     as `imposer impose`, and costs no upload.
     """
+    from imposer.aws.session import check_endpoint
     from imposer.client import AdmissionError, AdmissionUnavailable, SubmitError
     from imposer.client import submit as client_submit
-
-    from imposer.aws.session import check_endpoint
 
     if not verbose:
         logs.quiet()

@@ -94,8 +94,8 @@ class TestOperatorViews:
         got = subprocess.run([sys.executable, "-m", "imposer", "run", "--help"],
                              capture_output=True, text=True)
         text = " ".join(got.stdout.split())
-        assert "[env IMPOSER_DEFAULT_CAP; default 4]" in text
-        assert "[env IMPOSER_LEASE_TTL_SECONDS; default 600.0]" in text
+        assert "[env IMPOSER_DEFAULT_CAP; default: 4]" in text
+        assert "[env IMPOSER_LEASE_TTL_SECONDS; default: 600.0]" in text
         assert "second one stops fast" in text
 
 

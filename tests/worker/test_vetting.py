@@ -1,4 +1,4 @@
-"""Vetting a received message: whatever is wrong with it, readable ids get a fate the tenant hears."""
+"""Vetting a message: whatever else is wrong with it, readable ids get a fate the tenant hears."""
 
 from __future__ import annotations
 
