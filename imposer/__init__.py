@@ -23,7 +23,7 @@ import ``aws.s3`` and ``aws.session`` but never ``aws.sqs``, ``aws.dynamodb``
 or ``state``.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: Modules at the root of the package that everything may import.
 CORE = ("errors", "settings", "clock", "logs", "metrics")

@@ -1,3 +1,3 @@
 from imposer.cli import main
 
-main()
+main(prog_name="imposer")

@@ -68,9 +68,10 @@ def setup(level: str = "INFO", stream: Any = None) -> None:
 
 
 def quiet() -> None:
-    """Keep imposer's records off the terminal (warnings and errors still show)."""
+    """Keep imposer's records off the terminal: a command that says its failure in one
+    line of its own (``submit``) would only repeat it as a JSON line first."""
     for name in ("imposer", "imposer.metrics"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 class guard:

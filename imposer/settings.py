@@ -8,6 +8,7 @@ The AWS endpoint is boto3's own ``AWS_ENDPOINT_URL``, not a setting here.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import tempfile
 from pathlib import Path
@@ -29,11 +30,23 @@ def _bool(value: Any) -> bool:
     raise ValueError(f"not a boolean: {value!r}")
 
 
-def _setting(default: Any, env: str, kind: Any, help: str, minimum: float | None = None):
+def _setting(default: Any, env: str, kind: Any, help: str, minimum: float | None = None,
+             choices: tuple[str, ...] | None = None):
     return attrs.field(
         default=default,
-        metadata={"env": env, "kind": kind, "help": help, "minimum": minimum},
+        metadata={"env": env, "kind": kind, "help": help, "minimum": minimum,
+                  "choices": choices},
     )
+
+
+#: The log levels a person may name (any case).
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+#: What a table prefix may be: DynamoDB's table name characters, room for "-rollups".
+TABLE_PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,200}")
+#: SQS queue names: letters, digits, - and _, at most 80.
+QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+#: S3 bucket names: 3-63 of lower-case letters, digits, . and -, a letter or digit at each end.
+BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 
 #: A lease TTL must be at least this many heartbeat intervals: two renewals may be
@@ -83,7 +96,8 @@ class Settings:
         "imposer", "IMPOSER_TABLE_PREFIX", str,
         "Prefix of the -leases, -jobs, -tenants, -outbox, -rollups and -waiting tables."
     )
-    engine: str = _setting("pdftoolbox", "IMPOSER_ENGINE", str, "pdftoolbox or open.")
+    engine: str = _setting("pdftoolbox", "IMPOSER_ENGINE", str, "pdftoolbox or open.",
+                           choices=("pdftoolbox", "open"))
     pdftoolbox: str = _setting(
         "pdfToolbox", "IMPOSER_PDFTOOLBOX", str, "Path of the pdfToolbox CLI."
     )
@@ -177,7 +191,8 @@ class Settings:
     metrics_namespace: str = _setting(
         "imposer", "IMPOSER_METRICS_NAMESPACE", str, "CloudWatch EMF namespace."
     )
-    log_level: str = _setting("INFO", "IMPOSER_LOG_LEVEL", str, "Log level.")
+    log_level: str = _setting("INFO", "IMPOSER_LOG_LEVEL", str, "Log level.",
+                              choices=LOG_LEVELS)
 
     @property
     def work_root(self) -> Path:
@@ -244,6 +259,17 @@ class Settings:
 
         if self.engine not in ("pdftoolbox", "open"):
             raise ConfigError(f"{name('engine')}: {self.engine!r} is not pdftoolbox or open")
+        if self.log_level.upper() not in LOG_LEVELS:
+            raise ConfigError(f"{name('log_level')}: {self.log_level!r} is not a log level "
+                              f"({', '.join(LOG_LEVELS)})")
+        for field, pattern, rule in (
+                ("table_prefix", TABLE_PREFIX, "1-200 of A-Z a-z 0-9 . _ -"),
+                ("queue_name", QUEUE_NAME, "1-80 of A-Z a-z 0-9 _ -"),
+                ("dlq_name", QUEUE_NAME, "1-80 of A-Z a-z 0-9 _ -"),
+                ("bucket", BUCKET_NAME, "3-63 of a-z 0-9 . -, a letter or digit at each end")):
+            if not pattern.fullmatch(getattr(self, field)):
+                raise ConfigError(f"{name(field)}: {getattr(self, field)[:100]!r} is not a valid "
+                                  f"name ({rule})")
         if not 0 <= self.poll_seconds <= 20:
             raise ConfigError(f"{name('poll_seconds')} must be between 0 and 20 (SQS's long "
                               f"poll limit), got {self.poll_seconds}")
@@ -272,4 +298,4 @@ def env_help(name: str) -> str:
     default = field.default
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         default = "host name"
-    return f"{field.metadata['help']} [env {field.metadata['env']}; default {default}]"
+    return f"{field.metadata['help']} [env {field.metadata['env']}; default: {default}]"

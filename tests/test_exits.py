@@ -14,7 +14,8 @@ README = Path(__file__).resolve().parents[1] / "README.rst"
 class TestExitCodes:
     def test_client_errors_use_the_table(self):
         """Every client error's exit code is a member of the one table."""
-        for cls in (errors.ImposerClientError, errors.AdmissionError, errors.DuplicateToken,
+        for cls in (errors.ImposerClientError, errors.AdmissionError, errors.AdmissionUnavailable,
+                    errors.DuplicateToken,
                     errors.RateLimited, errors.InflightCapReached, errors.SubmitError,
                     errors.WebhookVerificationError):
             assert isinstance(cls.exit_code, Exit), cls

@@ -11,13 +11,16 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import socket
 import threading
 import time
+import urllib.parse
 from typing import Iterator
 
 import boto3
 import botocore.config
 import botocore.exceptions
+import botocore.parsers
 
 from imposer.errors import (
     BackendError,
@@ -76,6 +79,9 @@ class CallCounter:
             self.counts.clear()
 
 
+#: Where `imposer local` listens unless told otherwise.
+LOCAL_PORT = 4566
+
 #: Every call made by clients of this process.
 CALLS = CallCounter()
 
@@ -89,11 +95,12 @@ def client(service: str, region: str, read_timeout: float = 30.0):
         read_timeout=read_timeout,
         max_pool_connections=20,
     )
+    check_endpoint()
     try:
         made = boto3.session.Session().client(service, config=config)
-    except ValueError as exc:  # botocore's word for a malformed AWS_ENDPOINT_URL
-        raise ConfigError(f"AWS_ENDPOINT_URL {endpoint()!r} is not a URL (want "
-                          f"http://host:port): {exc}") from None
+    except ValueError as exc:  # botocore's word for a malformed endpoint or region
+        raise ConfigError(f"cannot make an AWS client for {service} in region {region!r} at "
+                          f"{endpoint()}: {exc}") from None
     made.meta.events.register("before-parameter-build", CALLS)
     return made
 
@@ -115,6 +122,40 @@ def endpoint() -> str:
     return os.environ.get("AWS_ENDPOINT_URL") or "the AWS default endpoint"
 
 
+def check_endpoint() -> None:
+    """Refuse an AWS_ENDPOINT_URL that is not ``http(s)://host[:port]``, before botocore does.
+
+    botocore takes ``http://host:4566 `` (a trailing space) and fails in the
+    middle of the first request; this says what is wrong, once, for every command.
+    """
+    raw = os.environ.get("AWS_ENDPOINT_URL")
+    if not raw:
+        return
+    want = f"AWS_ENDPOINT_URL {raw[:200]!r} is not a URL like http://127.0.0.1:4566"
+    if raw != raw.strip() or any(c.isspace() or ord(c) < 32 for c in raw):
+        raise ConfigError(f"{want}: it holds spaces or control characters")
+    try:
+        parts = urllib.parse.urlsplit(raw)
+        parts.port  # noqa: B018 -- raises ValueError for a port that is not a number
+    except ValueError as exc:
+        raise ConfigError(f"{want}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{want}: want http:// or https:// and a host")
+
+
+def local_stack_hint() -> str:
+    """When no endpoint is set and something listens where `imposer local` does, say so."""
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        return ""
+    try:
+        with socket.create_connection(("127.0.0.1", LOCAL_PORT), timeout=0.2):
+            pass
+    except OSError:
+        return ""
+    return (f"; something listens at http://127.0.0.1:{LOCAL_PORT}: for `imposer local`, "
+            f"export the AWS_ENDPOINT_URL and test credentials it prints")
+
+
 def error_code(exc: botocore.exceptions.ClientError) -> str:
     return exc.response.get("Error", {}).get("Code", "")
 
@@ -130,13 +171,19 @@ def translated(what: str) -> Iterator[None]:
         ) from None
     except botocore.exceptions.NoCredentialsError:
         raise ConfigError(f"no AWS credentials for {what} (set AWS_ACCESS_KEY_ID and "
-                          "AWS_SECRET_ACCESS_KEY, a profile, or an instance role)") from None
+                          "AWS_SECRET_ACCESS_KEY, a profile, or an instance role)"
+                          + local_stack_hint()) from None
+    except botocore.parsers.ResponseParserError:
+        raise BackendError(f"{what}: {endpoint()} answered with something that is not an AWS "
+                           "API reply (is AWS_ENDPOINT_URL right?)") from None
     except botocore.exceptions.ClientError as exc:
         code = error_code(exc)
-        message = exc.response.get("Error", {}).get("Message", str(exc))
+        message = exc.response.get("Error", {}).get("Message") or ""
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-        if message.lstrip().startswith("<"):
-            message = (f"{endpoint()} answered HTTP {status} with a web page, not an AWS API "
+        page = message.lstrip().startswith("<")
+        if page or code in ("", str(status)):  # botocore's code is the status when none came
+            came = "a web page" if page else "no AWS error code"
+            message = (f"{endpoint()} answered HTTP {status} with {came}, not an AWS API "
                        "reply (is AWS_ENDPOINT_URL right?)")
         if code in _MISSING:
             raise MissingResource(f"{what}: {message} (run `imposer init`)") from None

@@ -5,9 +5,10 @@
 ``webhooks``), ``reports`` their questions (``jobs``, ``why``, ``stats``,
 ``capacity``, ``fetch``), ``tools`` what sits beside the worker (``submit``,
 ``demo``) and ``engine`` the open engine on its own
-(``layouts``, ``impose``). ``common`` has the shared options, errors and exit
-codes. Every setting is also an IMPOSER_* environment variable; an option
-given on the command line wins. AWS is reached through boto3, so
+(``layouts``, ``impose``). ``common`` has the shared options, ``failures``
+the one table that turns an error into a line and an exit code. Every
+setting is also an IMPOSER_* environment variable; an option given on the
+command line wins. AWS is reached through boto3, so
 AWS_ENDPOINT_URL points every command at `imposer local`.
 """
 
@@ -17,7 +18,8 @@ import sys
 
 import click
 
-from imposer.models.exits import Exit
+from imposer import __version__
+from imposer.cli import failures
 
 
 class ImposerGroup(click.Group):
@@ -27,29 +29,20 @@ class ImposerGroup(click.Group):
         kwargs["standalone_mode"] = False
         try:
             code = super().main(*args, **kwargs)
-        except click.UsageError as exc:
-            where = exc.ctx.command_path if exc.ctx else "imposer"
-            click.echo(f"imposer: usage: {exc.format_message()} (see `{where} --help`)",
-                       err=True)
-            sys.exit(int(Exit.USAGE))
-        except click.ClickException as exc:
-            click.echo(f"imposer: error: {exc.format_message()}", err=True)
-            sys.exit(exc.exit_code)
-        except click.Abort:
-            click.echo("imposer: aborted", err=True)
-            sys.exit(int(Exit.FAILED))
+        except Exception as exc:  # every error, one table: imposer.cli.failures
+            failures.report(exc)
         sys.exit(code if isinstance(code, int) else 0)
 
 
 @click.group(cls=ImposerGroup,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="imposer")
+@click.version_option(version=__version__, prog_name="imposer")
 def main() -> None:
     """imposer: fair multi-tenant PDF imposition over a licensed 8-slot pool.
 
     A tenant's burst cannot starve the others: each tenant holds at most its
     cap of slots (default 4 of 8), taken by one DynamoDB transaction per job;
-    at cap a message is deferred, never dropped.
+    at cap a message is parked, never dropped.
 
     \b
     Try it without AWS:  imposer demo

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from imposer.cli.common import fail
+from imposer.cli.common import MAX_PDF_MB, InputFile, OutputFile, fail
 from imposer.errors import ImposerError, InputPdfError, LayoutError, TooLarge
 from imposer.models.exits import Exit
 
@@ -41,18 +41,27 @@ def layouts_command(as_json: bool) -> None:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[3])
 
 
+def layout_of(text: str) -> Path | str:
+    """A LAYOUT argument: the JSON file of that name if there is one, else the text itself
+    (a preset name, or a path the engine then refuses in words)."""
+    try:
+        return Path(text) if Path(text).is_file() else text
+    except (OSError, ValueError):  # a name too long for a path, or one with a NUL
+        return text
+
+
 @click.command("impose")
 @click.argument("layout")
-@click.argument("in_pdf", type=click.Path(dir_okay=False, path_type=Path))
-@click.argument("out_pdf", type=click.Path(dir_okay=False, path_type=Path))
-def impose_command(layout: str, in_pdf: Path, out_pdf: Path) -> None:
+@click.argument("in_pdf", type=InputFile(MAX_PDF_MB))
+@click.argument("out_pdf", type=OutputFile())
+def impose_command(layout: str, in_pdf: str, out_pdf: Path) -> None:
     """Impose IN_PDF onto sheets by LAYOUT (a preset name or a JSON file) into OUT_PDF."""
     from imposer.engine.impose import impose
     from imposer.engine.presets import load_layout
     from imposer.engine.units import fmt, mm
 
     try:
-        spec = load_layout(Path(layout) if Path(layout).is_file() else layout)
+        spec = load_layout(layout_of(layout))
         summary = impose(spec, in_pdf, out_pdf)
     except (LayoutError, InputPdfError, TooLarge) as exc:
         fail(str(exc), Exit.USAGE, kind=exc.kind)

@@ -17,6 +17,9 @@ from imposer.cli.common import TABLE_NAMES, fail, handle_errors, settings_option
 from imposer.models.exits import Exit
 from imposer.settings import Settings
 
+#: A cap above any fleet's slot count means "no cap"; DynamoDB numbers stop at 38 digits.
+MAX_CAP = 100_000
+
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of lease objects.")
@@ -53,13 +56,17 @@ def tenants() -> None:
 
 @tenants.command("set")
 @click.argument("tenant")
-@click.option("--cap", type=click.IntRange(min=0), help="Concurrency cap (0 pauses the tenant).")
-@click.option("--clear-cap", "--default-cap-override", "clear_cap", is_flag=True,
+@click.option("--cap", type=click.IntRange(min=0, max=MAX_CAP),
+              help="Concurrency cap (0 pauses the tenant).")
+@click.option("--clear-cap", "clear_cap", is_flag=True,
               help="Drop the tier override: the tenant gets the default cap again.")
+@click.option("--default-cap-override", "default_cap_override", is_flag=True, hidden=True,
+              deprecated="it drops the override: say --clear-cap")
 @click.option("--webhook-secret", metavar="SECRET|generate",
               help="Secret that signs this tenant's webhooks; 'generate' makes a Standard "
                    "Webhooks whsec_ secret and prints it once.")
 @click.option("--webhook-host", "webhook_hosts", multiple=True, metavar="HOST",
+              callback=lambda ctx, param, hosts: _hosts(hosts),
               help="Host a webhook URL may point at (repeat; *.example.com allowed). Replaces "
                    "the list.")
 @click.option("--sender", "senders", multiple=True, metavar="SENDER_ID",
@@ -70,9 +77,13 @@ def tenants() -> None:
               help="Unbind every sender (then IMPOSER_REQUIRE_SENDERS decides).")
 @settings_options(*TABLE_NAMES, "default_cap")
 @handle_errors
-def tenants_set(settings: Settings, tenant: str, cap, clear_cap, webhook_secret,
-                webhook_hosts, senders, clear_senders) -> None:
-    """Set TENANT's cap or webhook settings; the next acquire sees it, no restart."""
+def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_override,
+                webhook_secret, webhook_hosts, senders, clear_senders) -> None:
+    """Set TENANT's cap or webhook settings; the next acquire sees it, no restart.
+
+    --default-cap only says which default to print beside a tenant without an
+    override; each worker's own IMPOSER_DEFAULT_CAP is what it applies.
+    """
     import attrs
 
     from imposer.models import TenantConfig, valid_id
@@ -80,6 +91,7 @@ def tenants_set(settings: Settings, tenant: str, cap, clear_cap, webhook_secret,
     from imposer.models.signature import new_secret
     from imposer.worker.wiring import connect
 
+    clear_cap = clear_cap or default_cap_override
     if not valid_id(tenant):
         raise click.BadParameter(f"{tenant!r} is not a tenant id (1-128 of A-Z a-z 0-9 . _ -, "
                                  "starting with a letter or digit)", param_hint="TENANT")
@@ -112,6 +124,16 @@ def tenants_set(settings: Settings, tenant: str, cap, clear_cap, webhook_secret,
     updated = attrs.evolve(current, **changes)
     store.put(updated)
     click.echo(_describe(updated, settings.default_cap, show_secret=generated))
+
+
+def _hosts(hosts: tuple[str, ...]) -> tuple[str, ...]:
+    from imposer.webhooks.urlguard import host_pattern_problem
+
+    for host in hosts:
+        problem = host_pattern_problem(host)
+        if problem:
+            raise click.BadParameter(f"{host[:100]!r} is {problem}", param_hint="--webhook-host")
+    return hosts
 
 
 def _describe(config, default_cap: int, show_secret: bool = False) -> str:

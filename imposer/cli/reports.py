@@ -14,8 +14,15 @@ from typing import TYPE_CHECKING, Callable
 
 import click
 
-from imposer.cli.common import TABLE_NAMES, fail, handle_errors, settings_options
-from imposer.errors import ConfigError
+from imposer.cli.common import (
+    QUEUE_NAMES,
+    TABLE_NAMES,
+    OutputFile,
+    duration,
+    fail,
+    handle_errors,
+    settings_options,
+)
 from imposer.models.exits import Exit
 from imposer.settings import Settings
 
@@ -23,17 +30,6 @@ if TYPE_CHECKING:
     from imposer.reports.capacity import Thresholds, Verdict
 
 STATUSES = ["queued", "running", "retrying", "succeeded", "failed", "dead"]
-
-
-def _duration(ctx, param, value):
-    from imposer.reports.formatting import parse_duration
-
-    if value is None:
-        return None
-    try:
-        return parse_duration(value)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 def _id(ctx, param, value):
@@ -49,7 +45,7 @@ def _id(ctx, param, value):
 @click.option("--tenant", callback=_id, help="A tenant's jobs, newest first (paged).")
 @click.option("--status", "statuses", multiple=True, type=click.Choice(STATUSES),
               help="Only jobs in this state (repeatable).")
-@click.option("--since", callback=_duration, metavar="DURATION",
+@click.option("--since", callback=duration, metavar="DURATION",
               help="Only jobs submitted in the last DURATION (30m, 6h, 7d).")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True,
               help="Jobs per page.")
@@ -57,7 +53,7 @@ def _id(ctx, param, value):
 @click.option("--export", is_flag=True,
               help="Every record of the table as JSON lines (a full Scan: for exports only).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of job records.")
-@settings_options(*TABLE_NAMES)
+@settings_options(*TABLE_NAMES, *QUEUE_NAMES)
 @handle_errors
 def jobs(settings: Settings, tenant, statuses, since, limit, cursor, export, as_json) -> None:
     """List job records: status, attempts, wait, and why a job waits or failed.
@@ -69,14 +65,15 @@ def jobs(settings: Settings, tenant, statuses, since, limit, cursor, export, as_
 
     from imposer.worker.wiring import connect
 
-    store = connect(settings).jobs
+    backends = connect(settings)
+    store = backends.jobs
     if export:
         for record in store.export():
             click.echo(json.dumps(_record(record, attrs), default=str))
         return
     next_cursor = None
     if tenant:
-        start = json.loads(cursor) if cursor else None
+        start = _cursor(cursor, tenant) if cursor else None
         records, next_cursor = store.for_tenant(
             tenant, since=None if since is None else time.time() - since,
             statuses=statuses or None, limit=limit, cursor=start)
@@ -98,6 +95,36 @@ def jobs(settings: Settings, tenant, statuses, since, limit, cursor, export, as_
                        f"{wait:>7}  {why}")
     if next_cursor is not None:
         click.echo(f"more: --cursor '{json.dumps(next_cursor)}'", err=True)
+    if not tenant and not as_json:
+        click.echo(queue_line(not_received(backends.queue)))
+
+
+def _cursor(text: str, tenant: str) -> dict:
+    """The page key `jobs` printed for *tenant*; anything else is a usage error, not a query."""
+    import math
+
+    try:
+        start = json.loads(text[:2000])
+    except ValueError:
+        start = None
+    if not (isinstance(start, dict) and set(start) == {"job_id", "tenant_id", "submitted_at"}
+            and isinstance(start["job_id"], str) and start["tenant_id"] == tenant
+            and isinstance(start["submitted_at"], (int, float))
+            and math.isfinite(start["submitted_at"])):
+        raise click.BadParameter(f"{text[:80]!r} is not a cursor `imposer jobs --tenant {tenant}`"
+                                 " printed (copy it from its last line)", param_hint="--cursor")
+    return start
+
+
+def not_received(queue) -> int:
+    """Messages in the queue no worker has received yet: their jobs have no record so far."""
+    depth = queue.depth()
+    return depth["visible"] + depth["delayed"]
+
+
+def queue_line(waiting: int) -> str:
+    return (f"queue: {waiting} message(s) not received by a worker yet (a job has a record "
+            "from its first receive)")
 
 
 def _record(record, attrs) -> dict:
@@ -123,7 +150,8 @@ def find_job(store, job_id: str, tenant: str | None):
 @click.argument("job_id", callback=_id)
 @click.option("--tenant", callback=_id, help="The job's tenant (needed when two share an id).")
 @click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
-@settings_options(*TABLE_NAMES, "slots", "default_cap", "defer_seconds", "retry_seconds")
+@settings_options(*TABLE_NAMES, *QUEUE_NAMES, "slots", "default_cap", "defer_seconds",
+                  "retry_seconds")
 @handle_errors
 def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
     """Say what JOB_ID is doing, why it waits, and when it should start.
@@ -140,8 +168,12 @@ def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
                          settings, time.time())
     else:
         answer = investigate(b.jobs, b.leases, b.tenants, settings, owner, job_id, time.time())
+    waiting = not_received(b.queue) if record is None else None
     if as_json:
-        click.echo(json.dumps(answer.to_dict(), indent=2))
+        payload = answer.to_dict()
+        if record is None:
+            payload["queue_not_received"] = waiting
+        click.echo(json.dumps(payload, indent=2))
     else:
         click.echo(f"{job_id}: {answer.code}")
         click.echo(f"  {answer.reason}")
@@ -152,6 +184,8 @@ def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
                 span = (f" (between {time.strftime('%H:%M:%S', time.localtime(answer.earliest))}"
                         f" and {time.strftime('%H:%M:%S', time.localtime(answer.latest))})")
             click.echo(f"  predicted start {when}{span}; confidence: {answer.confidence}")
+        if record is None:
+            click.echo(f"  {queue_line(waiting)}")
     if record is None:
         raise SystemExit(int(Exit.FAILED))
 
@@ -159,7 +193,7 @@ def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
 @click.command()
 @click.argument("job_id", callback=_id)
 @click.option("--tenant", callback=_id, help="The job's tenant (needed when two share an id).")
-@click.option("-o", "--output", "target", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", "target", type=OutputFile(),
               help="Where to write the plate [default: JOB_ID.pdf].")
 @settings_options(*TABLE_NAMES, "bucket")
 @handle_errors
@@ -184,10 +218,10 @@ def fetch(settings: Settings, job_id: str, tenant, target) -> None:
 
 
 @click.command()
-@click.option("--since", callback=_duration, default="24h", show_default=True,
+@click.option("--since", callback=duration, default="24h", show_default=True,
               metavar="DURATION", help="How far back the history goes (30m, 6h, 7d, 4w).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-@settings_options(*TABLE_NAMES, "slots", "default_cap")
+@settings_options(*TABLE_NAMES, *QUEUE_NAMES, "slots", "default_cap", "rollup_seconds")
 @handle_errors
 def stats(settings: Settings, since, as_json) -> None:
     """Per tenant running/waiting/deferred and p50/p95 wait; stranded capacity vs shortage.
@@ -201,8 +235,10 @@ def stats(settings: Settings, since, as_json) -> None:
 
 
 @click.command()
-@click.option("--window", callback=_duration, default="28d", show_default=True,
-              metavar="DURATION", help="How far back to look.")
+@click.option("--since", callback=duration, default="28d", show_default=True,
+              metavar="DURATION", help="How far back to look (30m, 6h, 7d, 4w).")
+@click.option("--window", callback=duration, hidden=True, metavar="DURATION",
+              deprecated="say --since instead")
 @click.option("--util-threshold", type=float, default=0.8, show_default=True,
               help="A working day is busy above this slot utilisation.")
 @click.option("--day-share", type=float, default=0.5, show_default=True,
@@ -211,7 +247,7 @@ def stats(settings: Settings, since, as_json) -> None:
               help="A job is slow when it waited longer than this many seconds.")
 @click.option("--slow-share", type=float, default=0.2, show_default=True,
               help="Wait condition: more than this share of jobs slow.")
-@click.option("--chart", "chart_path", type=click.Path(dir_okay=False),
+@click.option("--chart", "chart_path", type=OutputFile(),
               help="Also draw daily utilisation and slow-job share to this PNG "
                    "(needs the chart extra).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict and its days as JSON.")
@@ -221,8 +257,8 @@ def stats(settings: Settings, since, as_json) -> None:
                    "at-capacity verdict prints; imposer-capacity.timer runs this hourly.")
 @settings_options(*TABLE_NAMES, "slots", "metrics_namespace")
 @handle_errors
-def capacity(settings: Settings, window, util_threshold, day_share, wait_threshold, slow_share,
-             chart_path, as_json, emit) -> None:
+def capacity(settings: Settings, since, window, util_threshold, day_share, wait_threshold,
+             slow_share, chart_path, as_json, emit) -> None:
     """Is a second licence warranted? The seed's rule, both conditions at once.
 
     At capacity only when slot utilisation is above 80% on more than half of
@@ -233,7 +269,8 @@ def capacity(settings: Settings, window, util_threshold, day_share, wait_thresho
 
     thresholds = Thresholds(util=util_threshold, day_share=day_share,
                             wait_seconds=wait_threshold, slow_share=slow_share)
-    run_capacity(settings, window, thresholds, as_json, chart_path, click.echo, emit=emit)
+    run_capacity(settings, since if window is None else window, thresholds, as_json,
+                 chart_path, click.echo, emit=emit)
 
 
 def run_stats(settings: Settings, since_seconds: float, as_json: bool,
@@ -247,10 +284,16 @@ def run_stats(settings: Settings, since_seconds: float, as_json: bool,
     backends = connect(settings)
     now = backends.clock.time() if now is None else now
     since = now - since_seconds
-    rows = [HostHour.from_item(i) for i in backends.rollups.read(since, now)]
+    items = list(backends.rollups.read(since, now))
+    rows = [HostHour.from_item(i) for i in items]
     data = summarise(rows, backends.jobs.open_jobs(), now=now, since=since,
                      caps=backends.tenants.caps(), default_cap=settings.default_cap,
                      slots_per_host=settings.slots)
+    # what the records and rollups cannot know yet: messages not received, finishes not flushed
+    newest = max((float(i["flushed_at"]) for i in items if "flushed_at" in i), default=None)
+    data["queue"] = {"not_received": not_received(backends.queue)}
+    data["rollups"] = {"newest_flush": newest, "every_seconds": settings.rollup_seconds,
+                       "age_seconds": None if newest is None else round(now - newest, 1)}
     if as_json:
         echo(json.dumps(data, indent=2))
     else:

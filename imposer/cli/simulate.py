@@ -1,6 +1,6 @@
 """`imposer simulate`: how many licences, which caps, borrowing or not, before buying.
 
-The workload is the jobs table's last ``--days`` (the default), a JSONL export
+The workload is the jobs table's last ``--since`` (28 days by default), a JSONL export
 of `imposer jobs --export`, or a generated one (``--synthetic``). Every
 combination of the variant options is one row; ``capacity_outlook`` is what
 `imposer capacity` prints when its rule says "at capacity".
@@ -14,13 +14,24 @@ from typing import Callable, Sequence
 
 import click
 
-from imposer.cli.common import TABLE_NAMES, handle_errors, settings_options
+from imposer.cli.common import (
+    TABLE_NAMES,
+    InputFile,
+    OutputFile,
+    duration,
+    handle_errors,
+    settings_options,
+)
 from imposer.settings import Settings
 
 #: Monday 2024-01-01 08:00 UTC: synthetic workloads start at the top of a working day.
 SYNTHETIC_ORIGIN = 1704096000.0
 #: Tenants shown in the per-tenant table (all of them are in --json).
 TENANT_ROWS = 20
+#: Largest host, slot or cap count a variant may have.
+MAX_COUNT = 10_000
+#: Largest export `--from-export` reads (about four million job records).
+MAX_EXPORT_MB = 4096
 #: A typical SQS or DynamoDB call from EC2, milliseconds.
 AWS_MS = 20.0
 
@@ -34,6 +45,8 @@ def _ints(ctx, param, value):
         raise click.BadParameter(f"{value!r} is not a comma-separated list of numbers") from None
     if not out or min(out) < (1 if param.name in ("hosts", "slot_counts") else 0):
         raise click.BadParameter(f"{value!r}: give one or more counts, e.g. 8,10,12")
+    if max(out) > MAX_COUNT:
+        raise click.BadParameter(f"{value[:80]!r}: a count is at most {MAX_COUNT}")
     return out
 
 
@@ -58,9 +71,12 @@ def _cap_of(ctx, param, values):
 
 
 @click.command()
-@click.option("--days", type=click.IntRange(1, 400), default=28, show_default=True,
-              help="Replay the jobs table's records of the last DAYS days (the default source).")
-@click.option("--from-export", "export", type=click.Path(exists=True, dir_okay=False),
+@click.option("--since", callback=duration, default="28d", show_default=True,
+              metavar="DURATION",
+              help="Replay the jobs table's records of the last DURATION (the default source).")
+@click.option("--days", type=click.IntRange(1, 400), hidden=True,
+              deprecated="say --since Nd instead")
+@click.option("--from-export", "export", type=InputFile(MAX_EXPORT_MB),
               help="Replay the JSON lines of `imposer jobs --export` instead.")
 @click.option("--synthetic", metavar="SPEC",
               help="Replay a generated workload instead: NAME=COUNT[xTENANTS][@START][/SPREAD],"
@@ -91,13 +107,13 @@ def _cap_of(ctx, param, values):
                    "reference).")
 @click.option("--no-search", is_flag=True,
               help="Skip the search for the smallest slot count that meets the licence rule.")
-@click.option("--chart", "chart_path", type=click.Path(dir_okay=False),
+@click.option("--chart", "chart_path", type=OutputFile(),
               help="Also draw waits and utilisation per variant to this PNG (chart extra).")
 @click.option("--json", "as_json", is_flag=True, help="Print every variant as JSON.")
 @settings_options(*TABLE_NAMES, "park_seconds", "defer_seconds", "retry_seconds",
                   "max_attempts", "poll_seconds", "cap_cache_seconds")
 @handle_errors
-def simulate(settings: Settings, days, export, synthetic, median, sigma, seed, hosts,
+def simulate(settings: Settings, since, days, export, synthetic, median, sigma, seed, hosts,
              slot_counts, cap_values, cap_of, borrow_values, reserve, call_ms, receive_ms,
              perfect, no_search, chart_path, as_json) -> None:
     """Replay a workload through imposer's own policy, one row per variant.
@@ -128,7 +144,8 @@ def simulate(settings: Settings, days, export, synthetic, median, sigma, seed, h
         jobs = from_jsonl(export)
         source = f"export {export}"
     else:
-        jobs, fleet, caps, now, source = _from_tables(settings, days)
+        window = since if days is None else days * 86400.0
+        jobs, fleet, caps, now, source = _from_tables(settings, window)
     if not jobs:
         click.echo(json.dumps({"source": source, "jobs": 0, "variants": []}) if as_json
                    else f"no jobs to simulate ({source})")
@@ -146,7 +163,7 @@ def simulate(settings: Settings, days, export, synthetic, median, sigma, seed, h
     if now is not None:  # the jobs table's window is the verdict's
         from imposer.reports.capacity import Thresholds
 
-        thresholds = Thresholds(window_seconds=days * 86400)
+        thresholds = Thresholds(window_seconds=window)
     runner = Runner(jobs, thresholds=thresholds, now=now)
     rows = runner.rows(grid, search=not no_search)
     if chart_path:
@@ -183,19 +200,20 @@ def policy_of(settings: Settings, *, caps: dict, call_ms: float = AWS_MS,
                   cap_cache_seconds=settings.cap_cache_seconds)
 
 
-def _from_tables(settings: Settings, days: int):
+def _from_tables(settings: Settings, seconds: float):
     from imposer.aws import session
+    from imposer.reports.formatting import format_seconds
     from imposer.sim.sources import read_rows, read_window
     from imposer.worker.wiring import connect
 
     backends = connect(settings)
     now = backends.clock.time()
-    since = now - days * 86400
+    since = now - seconds
     before = sum(session.CALLS.snapshot().values())
     rows = read_rows(backends.rollups, since, now)
     window = read_window(backends.jobs, backends.tenants, rows, since=since, until=now)
     calls = sum(session.CALLS.snapshot().values()) - before
-    source = f"jobs table, last {days} days ({calls} AWS calls to read)"
+    source = f"jobs table, last {format_seconds(seconds)} ({calls} AWS calls to read)"
     return list(window.jobs), window.hosts, window.caps, now, source
 
 

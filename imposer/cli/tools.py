@@ -7,14 +7,14 @@ import sys
 import click
 
 from imposer import logs
-from imposer.cli.common import fail, settings_options
+from imposer.cli.common import MAX_PDF_MB, InputFile, fail, settings_options
 from imposer.models.exits import Exit
 from imposer.settings import Settings
 
 
 @click.command()
 @click.option("--tenant", required=True, help="Tenant id (also the MessageGroupId).")
-@click.option("--pdf", "pdf", required=True, type=click.Path(exists=True, dir_okay=False),
+@click.option("--pdf", "pdf", required=True, type=InputFile(MAX_PDF_MB),
               help="Artwork PDF to impose.")
 @click.option("--layout", required=True, help="Layout: a JSON file or a preset name.")
 @click.option("--token", help="Idempotency token (default: the new job id).")
@@ -34,11 +34,13 @@ def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url, n
     job the worker would fail as bad input fails here, with the same words
     as `imposer impose`, and costs no upload.
     """
-    from imposer.client import AdmissionError, SubmitError
+    from imposer.aws.session import check_endpoint
+    from imposer.client import AdmissionError, AdmissionUnavailable, SubmitError
     from imposer.client import submit as client_submit
 
     if not verbose:
         logs.quiet()
+    check_endpoint()  # the client would take a malformed one for a failed upload
     if not no_check:
         check_locally(layout, pdf)
 
@@ -53,14 +55,12 @@ def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url, n
                                 queue=settings.queue_name, region=settings.region)
     except AdmissionError as exc:
         fail(str(exc), exc.exit_code)
+    except AdmissionUnavailable as exc:
+        fail(f"{exc} (IMPOSER_REDIS_URL {redis_url})", exc.exit_code)
     except SubmitError as exc:
         fail(str(exc), getattr(exc, "exit_code", Exit.BACKEND))
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc), Exit.USAGE)
-    except Exception as exc:
-        if type(exc).__module__.startswith("redis"):  # admission store unreachable
-            fail(f"cannot use Redis at {redis_url} for admission control: {exc}", Exit.BACKEND)
-        raise
     click.echo(f"submitted job {request.job_id} for {tenant} (token {request.token})")
     click.echo(f"plate will be written to {request.output}")
 
@@ -70,11 +70,12 @@ def check_locally(layout: str, pdf: str) -> None:
     import tempfile
     from pathlib import Path
 
+    from imposer.cli.engine import layout_of
     from imposer.engine import impose, load_layout
     from imposer.errors import InputPdfError, LayoutError, TooLarge
 
     try:
-        spec = load_layout(Path(layout) if Path(layout).is_file() else layout)
+        spec = load_layout(layout_of(layout))
         with tempfile.TemporaryDirectory(prefix="imposer-check-") as tmp:
             impose(spec, pdf, Path(tmp) / "plate.pdf")
     except (LayoutError, InputPdfError, TooLarge) as exc:

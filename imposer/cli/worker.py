@@ -22,7 +22,7 @@ from imposer.settings import Settings
 
 
 @click.command()
-@click.option("--port", type=int, default=4566, show_default=True,
+@click.option("--port", type=click.IntRange(0, 65535), default=4566, show_default=True,
               help="Port on 127.0.0.1 (0 picks a free one).")
 @click.option("--strict-order", is_flag=True,
               help="Deliver standard-queue messages strictly in send order (no fair-queue "

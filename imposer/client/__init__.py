@@ -9,6 +9,7 @@ from __future__ import annotations
 from imposer.client.admission import Admission, Limits
 from imposer.client.errors import (
     AdmissionError,
+    AdmissionUnavailable,
     DuplicateToken,
     ImposerClientError,
     InflightCapReached,
@@ -22,6 +23,7 @@ from imposer.client.webhook import verify_webhook
 __all__ = [
     "Admission",
     "AdmissionError",
+    "AdmissionUnavailable",
     "DuplicateToken",
     "ImposerClientError",
     "InflightCapReached",

@@ -9,19 +9,30 @@ Keys of one tenant share a ``{tenant}`` hash tag to stay on one cluster slot:
 ``<prefix>:{tenant}:token:<token>`` (hash: state, job_id),
 ``<prefix>:{tenant}:rate`` (sorted set job_id -> submit time) and
 ``<prefix>:{tenant}:inflight`` (sorted set token -> submit time).
+
+One Admission may serve many threads: its pool holds at most
+``max_connections`` and a call waits up to ``wait`` seconds for one to come
+free; Redis that cannot be reached in time is :class:`AdmissionUnavailable`,
+never a pool error of redis-py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Callable, Iterator, Mapping, Union
 
 import attrs
 import redis
 
-from imposer.client.errors import DuplicateToken, InflightCapReached, RateLimited
+from imposer.client.errors import (
+    AdmissionUnavailable,
+    DuplicateToken,
+    InflightCapReached,
+    RateLimited,
+)
 from imposer.models import valid_id
 
 logger = logging.getLogger(__name__)
@@ -90,6 +101,21 @@ return released
 """
 
 
+#: Connections one Admission opens at most; further threads wait for one.
+MAX_CONNECTIONS = 50
+#: Seconds a call waits for a free connection (or a reply) before AdmissionUnavailable.
+WAIT_SECONDS = 10.0
+
+
+@contextlib.contextmanager
+def _reaching(what: str) -> Iterator[None]:
+    """Turn Redis that cannot be reached (or no free connection in time) into our error."""
+    try:
+        yield
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise AdmissionUnavailable(f"admission control cannot {what}: Redis: {exc}") from None
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -116,11 +142,19 @@ class Admission:
     @classmethod
     def from_url(cls, url: str, *, limits: Limits | None = None, overrides: Overrides = None,
                  now: Callable[[], float] = time.time, prefix: str = "imposer:admission",
+                 max_connections: int = MAX_CONNECTIONS, wait: float = WAIT_SECONDS,
                  **fields: Any) -> "Admission":
-        """Connect to Redis at *url*; extra keywords are default Limits fields."""
+        """Connect to Redis at *url*; extra keywords are default Limits fields.
+
+        The pool blocks: a thread beyond ``MAX_CONNECTIONS`` waits up to
+        ``WAIT_SECONDS`` for a connection, then gets AdmissionUnavailable.
+        """
         limits = attrs.evolve(limits or Limits(), **fields)
-        return cls(redis.Redis.from_url(url), limits=limits, overrides=overrides, now=now,
-                   prefix=prefix)
+        pool = redis.BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=wait, socket_timeout=wait,
+            socket_connect_timeout=wait)
+        return cls(redis.Redis(connection_pool=pool), limits=limits, overrides=overrides,
+                   now=now, prefix=prefix)
 
     def limits_for(self, tenant_id: str) -> Limits:
         """Return the tenant's override, or the defaults when it has none."""
@@ -145,11 +179,13 @@ class Admission:
         keys = self._keys(tenant_id, token)
         limits = self.limits_for(tenant_id)
         now = float(self.now())
-        reply = self._admit(keys=keys, args=[
-            repr(now), job_id, repr(now - limits.rate_window), limits.rate_limit,
-            repr(now - limits.inflight_ttl), limits.inflight_cap, _ms(limits.idempotency_ttl),
-            _ms(limits.rate_window), _ms(limits.inflight_ttl), token,
-        ])
+        with _reaching("admit a job"):
+            reply = self._admit(keys=keys, args=[
+                repr(now), job_id, repr(now - limits.rate_window), limits.rate_limit,
+                repr(now - limits.inflight_ttl), limits.inflight_cap,
+                _ms(limits.idempotency_ttl), _ms(limits.rate_window), _ms(limits.inflight_ttl),
+                token,
+            ])
         verdict = [_text(part) for part in reply]
         extra = {"action": f"admission_{verdict[0]}", "tenant_id": tenant_id, "job_id": job_id}
         if verdict[0] == "ok":
@@ -170,7 +206,8 @@ class Admission:
         completed is never forgotten. Return whether anything was undone.
         """
         keys = self._keys(tenant_id, token)
-        return bool(self._undo(keys=keys, args=[token, job_id or ""]))
+        with _reaching("undo an admission"):
+            return bool(self._undo(keys=keys, args=[token, job_id or ""]))
 
     def confirm(self, tenant_id: str, token: str, job_id: str | None = None) -> bool:
         """Release the job's in-flight slot and remember its token as completed.
@@ -181,14 +218,17 @@ class Admission:
         """
         keys = self._keys(tenant_id, token)
         limits = self.limits_for(tenant_id)
-        released = self._confirm(keys=keys, args=[token, job_id or "", _ms(limits.idempotency_ttl)])
+        with _reaching("confirm a job"):
+            released = self._confirm(keys=keys, args=[token, job_id or "",
+                                                      _ms(limits.idempotency_ttl)])
         return bool(released)
 
     def inflight(self, tenant_id: str) -> int:
         """Count the tenant's jobs submitted and not yet confirmed (stale ones excluded)."""
         _, _, key = self._keys(tenant_id, "-")
         cutoff = float(self.now()) - self.limits_for(tenant_id).inflight_ttl
-        return int(self.redis.zcount(key, f"({cutoff!r}", "+inf"))
+        with _reaching("count jobs in flight"):
+            return int(self.redis.zcount(key, f"({cutoff!r}", "+inf"))
 
     def close(self) -> None:
         self.redis.close()

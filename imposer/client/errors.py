@@ -73,6 +73,13 @@ class InflightCapReached(AdmissionError):
         super().__init__(f"{inflight} jobs in flight, at the cap of {cap}; wait for completions")
 
 
+class AdmissionUnavailable(ImposerClientError):
+    """Admission control could not be asked: Redis unreachable, or no connection of the
+    pool came free in time. Nothing was admitted; the job may be submitted again."""
+
+    exit_code = Exit.BACKEND
+
+
 class SubmitError(ImposerClientError):
     """Uploading the artwork or publishing the job message failed."""
 

@@ -63,6 +63,8 @@ def _load_preset(name: str) -> Layout:
 
 def _load_file(path: Path) -> Layout:
     try:
+        if path.exists() and not path.is_file():  # a FIFO's open would wait for a writer
+            raise LayoutError(f"layout file {str(path)!r} is not a regular file")
         with open(path, "rb") as stream:  # bounded: a layout "file" may be /dev/zero
             data = stream.read(MAX_TEXT + 1)
         text = data.decode("utf-8")

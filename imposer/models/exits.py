@@ -21,7 +21,7 @@ class Exit(enum.IntEnum):
     USAGE = 2
     #: Configuration: a bad setting, a missing table or queue, pdfToolbox not found.
     CONFIG = 3
-    #: AWS unreachable or refusing: a restart may well fix it.
+    #: AWS (or the admission Redis) unreachable or refusing: a restart may well fix it.
     BACKEND = 4
     #: A background thread of the worker died; systemd restarts it.
     THREAD_DIED = 5

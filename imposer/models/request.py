@@ -73,8 +73,9 @@ def _no_constants(name: str) -> Any:
 
 
 def parse_json(text: str | bytes, what: str = "body", max_bytes: int = MAX_BODY_BYTES,
-               max_depth: int = MAX_DEPTH) -> Any:
-    """Parse JSON within size and depth limits, refusing NaN and Infinity."""
+               max_depth: int = MAX_DEPTH, constants: bool = False) -> Any:
+    """Parse JSON within size and depth limits, refusing NaN and Infinity (unless
+    *constants*: only to read who sent a body that is refused anyway)."""
     if isinstance(text, bytes):
         if len(text) > max_bytes:
             raise InvalidMessage(f"{what} is {len(text)} bytes; the limit is {max_bytes}")
@@ -89,7 +90,7 @@ def parse_json(text: str | bytes, what: str = "body", max_bytes: int = MAX_BODY_
     if depth_of(text) > max_depth:
         raise InvalidMessage(f"{what} nests deeper than {max_depth} levels")
     try:
-        return json.loads(text, parse_constant=_no_constants)
+        return json.loads(text, parse_constant=None if constants else _no_constants)
     except (ValueError, RecursionError) as exc:
         raise InvalidMessage(f"{what} is not JSON: {exc}") from None
 
@@ -202,6 +203,30 @@ class JobRequest:
         return cls(job_id=data["job_id"], tenant_id=data["tenant_id"], token=token,
                    input=data["input"], layout=layout, output=data["output"], webhook=webhook,
                    submitted_at=submitted)
+
+    @staticmethod
+    def salvage(body: str | bytes) -> dict[str, str | None] | None:
+        """Who to tell that *body* is refused: its ``job_id``, ``tenant_id``, ``webhook`` and
+        ``token``, or None when the ids cannot be read.
+
+        Read however else the body is wrong, non-standard numbers (NaN, Infinity:
+        what Python's ``json.dumps`` writes) included, so the tenant hears of it.
+        """
+        try:
+            data = parse_json(body, constants=True)
+        except InvalidMessage:
+            return None
+        if not isinstance(data, dict) or not valid_id(data.get("job_id")) \
+                or not valid_id(data.get("tenant_id")):
+            return None
+        found: dict[str, str | None] = {"job_id": data["job_id"],
+                                        "tenant_id": data["tenant_id"]}
+        for field, limit in (("webhook", MAX_URL), ("token", MAX_TOKEN)):
+            try:
+                found[field] = _text(data, field, limit, required=False)
+            except InvalidMessage:
+                found[field] = None
+        return found
 
     @staticmethod
     def _layout(layout: Any) -> Any:

@@ -16,12 +16,20 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
 
 
+#: The longest window a report may ask for: ten years, far beyond any retention.
+MAX_DURATION = 10 * 365 * 86400.0
+
+
 def parse_duration(text: str) -> float:
     """Turn ``30m``, ``6h``, ``7d``, ``4w`` (or bare seconds) into seconds."""
     match = _DURATION.match(str(text))
     if not match or float(match.group(1)) <= 0:
-        raise ConfigError(f"not a duration: {text!r} (want e.g. 30m, 6h, 7d, 4w)")
-    return float(match.group(1)) * _UNITS[(match.group(2) or "s").lower()]
+        raise ConfigError(f"not a duration: {str(text)[:80]!r} (want e.g. 30m, 6h, 7d, 4w)")
+    seconds = float(match.group(1)) * _UNITS[(match.group(2) or "s").lower()]
+    if seconds > MAX_DURATION:
+        raise ConfigError(f"{str(text)[:80]!r} is longer than imposer keeps anything "
+                          f"(at most {MAX_DURATION // 86400 // 365:.0f} years)")
+    return seconds
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -73,6 +81,15 @@ def format_stats(data: dict) -> list[str]:
                      f"{format_seconds(t['queue_wait_p95']):>8}")
     if not data["tenants"]:
         lines.append("(no jobs in the window)")
+    queue, rollups = data.get("queue"), data.get("rollups")
+    if queue is not None:
+        lines.append(f"queue        {queue['not_received']} message(s) not received by a worker "
+                     "yet (a job has a record from its first receive)")
+    if rollups is not None:
+        every = format_seconds(rollups["every_seconds"])
+        lines.append("rollups      none written in the window yet" if rollups["age_seconds"] is None
+                     else f"rollups      newest written {format_seconds(rollups['age_seconds'])} "
+                     f"ago; hosts write every {every}, so jobs finished since are not counted yet")
     lines.append("")
     lines.extend(f"verdict: {v}" for v in c["verdict"])
     return lines

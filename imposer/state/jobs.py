@@ -23,7 +23,7 @@ import hashlib
 import heapq
 from typing import Any, Iterable, Iterator
 
-from imposer.aws.dynamodb import Dynamo, op
+from imposer.aws.dynamodb import Dynamo, TransactionCancelled, op
 from imposer.aws.expressions import Update
 from imposer.aws.tables import Index, TableSpec
 from imposer.clock import Clock, SystemClock
@@ -131,15 +131,32 @@ class JobStore:
         return up
 
     def finish_unleased(self, tenant_id: str, job_id: str, status: JobStatus, error: str,
-                        error_kind: str, submitted_at: float | None = None) -> bool:
-        """Put a final state on a job that never got a lease (an invalid request)."""
+                        error_kind: str, submitted_at: float | None = None,
+                        also: Iterable[dict[str, Any]] = (), **fields: Any) -> bool:
+        """Put a final state on a job that never got a lease (an invalid request).
+
+        *also* (transaction items: its webhook event) is written in the same
+        transaction, so the record and the event exist together or not at all.
+        False if the job runs or is final already.
+        """
         now = self.clock.time()
         up = Update().set(tenant_id=tenant_id, job=job_id, status=status.value, error=error,
-                          error_kind=error_kind, finished_at=now)
+                          error_kind=error_kind, finished_at=now, **fields)
         up.set_if_absent(received_at=now, submitted_at=submitted_at or now)
         mark_final(up.remove("wait_reason"), now, self.retention_days)
-        return self.dynamo.update(self.table, self.key(tenant_id, job_id), up.expression,
-                                  up.values, up.names, free_to_start(up))
+        key, condition = self.key(tenant_id, job_id), free_to_start(up)
+        also = list(also)
+        if not also:
+            return self.dynamo.update(self.table, key, up.expression, up.values, up.names,
+                                      condition)
+        try:
+            self.dynamo.transact([op("Update", self.table, key, condition, up.expression,
+                                     up.values, up.names), *also], f"fail job {job_id}")
+        except TransactionCancelled as exc:
+            if exc.reasons and exc.reasons[0].code == "ConditionalCheckFailed":
+                return False
+            raise
+        return True
 
     def annotate(self, tenant_id: str, job_id: str, **fields: Any) -> None:
         """Set informational fields (e.g. webhook delivery) on an existing record."""

@@ -60,13 +60,20 @@ class RollupStore:
         self.dynamo = dynamo
         self.table = table
 
-    def add(self, hour: int, host: str, slots: int, deltas: Mapping[str, float]) -> None:
-        """ADD *deltas* to the host's item of *hour* (several writes for a wide hour)."""
+    def add(self, hour: int, host: str, slots: int, deltas: Mapping[str, float],
+            flushed_at: float | None = None) -> None:
+        """ADD *deltas* to the host's item of *hour* (several writes for a wide hour).
+
+        *flushed_at* (epoch seconds) says how fresh the item is: a report tells
+        how far behind the rollups are from the newest of them.
+        """
         names = sorted(deltas)
         chunks = [names[i:i + _CHUNK] for i in range(0, len(names), _CHUNK)] or [[]]
         for chunk in chunks:
             up = Update().set(host=host, hour=hour, slots=slots,
                               expires_at=hour + RETENTION_DAYS * 86400)
+            if flushed_at is not None:
+                up.set(flushed_at=round(flushed_at, 3))
             up.add({name: round(deltas[name], 3) for name in chunk})
             self.dynamo.update(self.table, item_key(hour, host), up.expression, up.values,
                                up.names)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import http.client
 import ipaddress
+import re
 import socket
 import ssl
 import urllib.request
@@ -30,6 +31,26 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 class WebhookRefused(ImposerError):
     """A webhook URL points somewhere imposer must not send requests."""
+
+
+_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
+
+
+def host_pattern_problem(pattern: str) -> str | None:
+    """Say why *pattern* can never match a webhook URL's host, or None if it is a host name,
+    an IP address or ``*.`` and a domain (what :func:`host_allowed` compares)."""
+    name = pattern.lower().rstrip(".")
+    if name.startswith("*."):
+        name = name[2:]
+    try:
+        ipaddress.ip_address(name)
+        return None if not pattern.startswith("*.") else "a wildcard of an IP address"
+    except ValueError:
+        pass
+    if len(name) > 253 or not name or not all(_LABEL.fullmatch(p) for p in name.split(".")):
+        return ("not a host name (a host is matched alone: no scheme, port or path, "
+                "e.g. hooks.example.com or *.example.com)")
+    return None
 
 
 def host_allowed(host: str, allowed_hosts: Iterable[str]) -> bool:

@@ -232,7 +232,8 @@ class Completer:
         settle_ms = round(1000 * (self.clock.monotonic() - (job.finished or job.started)), 2)
         logger.info("job %s %s: %s", req.key, status.value, job.outcome.reason or "ok",
                     extra=extra("job_finished", req.tenant_id, req.job_id, status=status.value,
-                                slot=job.slot, settle_ms=settle_ms, tries=job.tries,
+                                error_kind=job.outcome.error_kind if status != JobStatus.SUCCEEDED
+                                else None, slot=job.slot, settle_ms=settle_ms, tries=job.tries,
                                 run_seconds=round((job.finished or 0) - job.started, 3)))
         if status.final and req.webhook and self.wake_sender is not None:
             self.wake_sender(event_id(req.tenant_id, req.job_id, job.epoch))

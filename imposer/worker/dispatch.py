@@ -24,6 +24,7 @@ from imposer.models import (
 from imposer.settings import Settings
 from imposer.state.jobs import JobStore
 from imposer.state.leases import Acquisition, LeaseStore, Verdict
+from imposer.state.outbox import OutboxStore
 from imposer.worker import sweep as sweeping
 from imposer.worker.borrowing import BorrowPolicy
 from imposer.worker.contention import ContentionMeter
@@ -47,7 +48,7 @@ class Dispatcher:
                  storage: Storage, messages: Messages, handoff: HandOff, metrics: Metrics,
                  rollups: RollupRecorder, pool: Pool, running: RunningTable,
                  contention: ContentionMeter, borrowing: BorrowPolicy, overrun: OverrunPolicy,
-                 senders: SenderCheck, clock: Clock) -> None:
+                 senders: SenderCheck, clock: Clock, outbox: OutboxStore | None = None) -> None:
         self.settings = settings
         self.leases, self.jobs, self.messages, self.metrics = leases, jobs, messages, metrics
         self.storage, self.rollups, self.handoff = storage, rollups, handoff
@@ -65,7 +66,7 @@ class Dispatcher:
         #: tenant -> (monotonic time until which it is known to be at cap, its cap)
         self._capped: dict[str, tuple[float, int]] = {}
         self.vet = Vetting(settings, jobs=jobs, messages=messages, metrics=metrics,
-                           senders=senders)
+                           senders=senders, outbox=outbox)
 
     def take_batch(self, messages: list[Received], free: list[int],
                    stopping: Callable[[], bool], received_at: float | None = None) -> None:

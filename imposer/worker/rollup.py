@@ -71,7 +71,8 @@ class RollupRecorder:
         written = 0
         for hour, deltas in sorted(pending.items()):
             try:
-                self.store.add(hour, self.host, self.slots, dict(deltas))
+                self.store.add(hour, self.host, self.slots, dict(deltas),
+                               flushed_at=self.clock.time())
                 written += 1
             except BackendError as exc:
                 logger.warning("could not write the rollup of hour %s: %s; will retry", hour,

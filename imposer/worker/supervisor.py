@@ -88,7 +88,7 @@ class Supervisor:
             overrun=self.overrun, senders=SenderCheck(
                 backends.tenants, trusted=s.trusted_senders, require=s.require_senders,
                 whoami=lambda: session.caller_identity(s.region)[0]["UserId"]),
-            clock=self.clock)
+            clock=self.clock, outbox=backends.outbox)
         self.refill = Refiller(
             s, dispatch=self.dispatch, leases=self.leases, handoff=self.handoff,
             messages=self.messages, metrics=self.metrics, pool=self.pool, running=self.running,

@@ -6,6 +6,7 @@ import logging
 import threading
 from typing import Callable
 
+from imposer.errors import BackendError
 from imposer.logs import extra
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,9 @@ class Periodic(threading.Thread):
         while not self.stop_event.wait(self.interval):
             try:
                 self.fn()
+            except BackendError as exc:  # AWS had a bad moment: one warning, as everywhere
+                logger.warning("AWS error in the %s pass: %s; will retry in %ss", self.name, exc,
+                               self.interval, extra=extra("aws_error", thread_name=self.name))
             except Exception:
                 logger.exception("%s pass failed; will retry in %ss", self.name, self.interval,
                                   extra=extra(f"{self.name}_error"))

@@ -16,9 +16,11 @@ from typing import Iterator
 from imposer.errors import BackendError, InvalidMessage, SenderRefused
 from imposer.logs import extra
 from imposer.metrics import Metrics
-from imposer.models import JobRequest, JobStatus, Received, parse_json, valid_id
+from imposer.models import JobRequest, JobStatus, Received
 from imposer.settings import Settings
 from imposer.state.jobs import JobStore
+from imposer.state.outbox import Event, OutboxStore, event_id
+from imposer.webhooks.delivery import build_event, encode
 from imposer.worker.messages import Messages
 from imposer.worker.senders import SenderCheck
 
@@ -32,9 +34,10 @@ class Vetting:
     """Parse and check messages; reject the invalid and put poison aside."""
 
     def __init__(self, settings: Settings, *, jobs: JobStore, messages: Messages,
-                 metrics: Metrics, senders: SenderCheck) -> None:
+                 metrics: Metrics, senders: SenderCheck,
+                 outbox: OutboxStore | None = None) -> None:
         self.settings, self.jobs, self.messages, self.metrics = settings, jobs, messages, metrics
-        self.senders = senders
+        self.senders, self.outbox = senders, outbox
         #: message id -> times handling it raised on this host (bounded)
         self._failures: dict[str, int] = {}
 
@@ -54,31 +57,50 @@ class Vetting:
         return request
 
     def reject(self, message: Received, exc: InvalidMessage) -> None:
-        """Record why, move the message to the DLQ ourselves, delete it."""
-        job_id = tenant = None
-        try:
-            data = parse_json(message.body)
-            if isinstance(data, dict) and valid_id(data.get("job_id")) \
-                    and valid_id(data.get("tenant_id")):
-                job_id, tenant = data["job_id"], data["tenant_id"]
-        except InvalidMessage:
-            pass
-        claimed = tenant
+        """Record why and tell the tenant's webhook, move the message to the DLQ, delete it.
+
+        Whatever else is wrong with the body, readable ids get a failed record
+        and (with a webhook URL) a completion event, written in one transaction;
+        but never for a message whose sender may not send for the tenant it names.
+        """
+        found = JobRequest.salvage(message.body)
+        claimed = found["tenant_id"] if found else None
         if isinstance(exc, SenderRefused) or (
-                tenant is not None and message.group_id not in (None, tenant)):
-            job_id = tenant = None  # a record belongs to the tenant that sent the message
+                found is not None and message.group_id not in (None, found["tenant_id"])):
+            found = None  # a record belongs to the tenant that sent the message
+        tenant, job_id = (found["tenant_id"], found["job_id"]) if found else (None, None)
         logger.error("rejected message %s: %s", message.message_id, exc,
                      extra=extra(exc.kind if isinstance(exc, SenderRefused) else
                                  "invalid_message", tenant, job_id,
                                  message_id=message.message_id, claimed_tenant=claimed,
-                                 sender_id=message.sender_id))
-        if job_id:
+                                 sender_id=message.sender_id, error_kind=exc.kind))
+        if found:
+            event = self._event(found, message, exc)
+            fields = {"webhook_status": "pending", "webhook_event": event.event_id} \
+                if event else {}
             self.jobs.finish_unleased(tenant, job_id, JobStatus.FAILED, str(exc), exc.kind,
-                                      submitted_at=message.sent_at)
+                                      submitted_at=message.sent_at,
+                                      also=[self.outbox.put_op(event)] if event else (),
+                                      **fields)
         self.messages.dead_letter(message, str(exc))
         # An unreadable message names no tenant; its data point still needs the dimension.
         self.metrics.emit("jobs", 1, outcome="invalid", tenant_id=tenant or "unknown")
         self.metrics.emit("failures", 1, kind=exc.kind)
+
+    def _event(self, found: dict, message: Received, exc: InvalidMessage) -> Event | None:
+        """The failed job's completion event, if it named a webhook; its id is the message's,
+        so a redelivery of the same message never makes a second one."""
+        if not found["webhook"] or self.outbox is None:
+            return None
+        now = self.jobs.clock.time()
+        tenant, job_id = found["tenant_id"], found["job_id"]
+        body = encode(build_event(job_id=job_id, tenant_id=tenant, status=JobStatus.FAILED,
+                                  token=found["token"] or job_id, error=str(exc),
+                                  error_kind=exc.kind, submitted_at=message.sent_at,
+                                  finished_at=now))
+        return Event(event_id=event_id(tenant, job_id, f"invalid-{message.message_id}"),
+                     tenant_id=tenant, job_id=job_id, url=found["webhook"], body=body,
+                     due_at=now, created_at=now)
 
     @contextlib.contextmanager
     def guard(self, message: Received) -> Iterator[None]:

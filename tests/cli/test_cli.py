@@ -94,8 +94,8 @@ class TestOperatorViews:
         got = subprocess.run([sys.executable, "-m", "imposer", "run", "--help"],
                              capture_output=True, text=True)
         text = " ".join(got.stdout.split())
-        assert "[env IMPOSER_DEFAULT_CAP; default 4]" in text
-        assert "[env IMPOSER_LEASE_TTL_SECONDS; default 600.0]" in text
+        assert "[env IMPOSER_DEFAULT_CAP; default: 4]" in text
+        assert "[env IMPOSER_LEASE_TTL_SECONDS; default: 600.0]" in text
         assert "second one stops fast" in text
 
 
@@ -133,9 +133,10 @@ class TestSubmitCommand:
         pdf = numbered_pdf(tmp_path / "a.pdf", 1, *A5)
         got = imposer(env, "submit", "--tenant", "acme", "--pdf", str(pdf), "--layout",
                       "a5-4up-sra3")
-        assert got.returncode == 4
-        assert got.stderr.strip().splitlines()[-1].startswith(
-            "imposer: error: cannot use Redis at redis://127.0.0.1:9/0")
+        lines = got.stderr.strip().splitlines()
+        assert got.returncode == 4 and len(lines) == 1, got.stderr
+        assert lines[0].startswith("imposer: error: admission control cannot admit a job: ")
+        assert lines[0].endswith("(IMPOSER_REDIS_URL redis://127.0.0.1:9/0)")
 
     def test_jobs_lists_records(self, settings, backends):
         """`imposer jobs --json` lists records with their status and reason."""
@@ -168,10 +169,18 @@ class TestStartUp:
         assert PIKEPDF.search(self.imported("layouts"))
 
     def test_version(self):
-        """`imposer --version` names the package version."""
+        """`imposer --version` names the package version, newer than the one README upgrades
+        from."""
+        from pathlib import Path
+
+        from imposer import __version__
+
         got = subprocess.run([sys.executable, "-m", "imposer", "--version"], capture_output=True,
                              text=True)
-        assert got.returncode == 0 and "0.1.0" in got.stdout
+        assert got.returncode == 0 and got.stdout.strip() == f"imposer, version {__version__}"
+        readme = (Path(__file__).resolve().parents[2] / "README.rst").read_text()
+        older = re.search(r"^Upgrading from imposer (\d+)\.(\d+)$", readme, re.M).groups()
+        assert tuple(int(n) for n in __version__.split(".")[:2]) > tuple(int(n) for n in older)
 
 
 class TestWrongEndpoint:
@@ -212,4 +221,35 @@ class TestWrongEndpoint:
         env["AWS_ENDPOINT_URL"] = "127.0.0.1:45123"
         got = imposer(env, "tenants", "list")
         assert got.returncode == 3 and "Traceback" not in got.stderr
-        assert "is not a URL (want http://host:port)" in got.stderr
+        assert "is not a URL like http://" in got.stderr
+
+
+class TestStatusTellsTheTruth:
+    def test_messages_not_received_yet_are_counted(self, settings, backends):
+        """Right after submitting, `jobs`, `stats` and `why` say how many messages wait in the
+        queue with no record yet, instead of "no open jobs" alone."""
+        body = json.dumps({"version": 1, "job_id": "j1", "tenant_id": "acme"})
+        for _ in range(3):
+            backends.queue.send(body, "acme")
+        env = env_for(settings)
+        jobs = imposer(env, "jobs")
+        assert jobs.returncode == 0 and "no open jobs" in jobs.stdout
+        assert "queue: 3 message(s) not received by a worker yet" in jobs.stdout
+        stats = imposer(env, "stats", "--json")
+        assert json.loads(stats.stdout)["queue"] == {"not_received": 3}
+        why = imposer(env, "why", "j1")
+        assert why.returncode == 1 and "queue: 3 message(s) not received" in why.stdout
+
+    def test_stats_says_how_far_behind_the_rollups_are(self, settings, backends, clock):
+        """`stats` reports when the newest rollup was written and how often hosts write them."""
+        from imposer.cli.reports import run_stats
+        from imposer.worker.rollup import RollupRecorder
+
+        recorder = RollupRecorder(backends.rollups, "h", 8, clock)
+        recorder.job_finished("acme", "succeeded", clock.time() - 5, clock.time())
+        assert recorder.flush() == 1
+        lines: list[str] = []
+        data = run_stats(settings, 86400, False, lines.append, now=clock.time() + 42)
+        assert data["rollups"]["age_seconds"] == 42.0
+        assert any(line.startswith("rollups      newest written 42.0s ago; hosts write every")
+                   for line in lines), lines

@@ -9,6 +9,7 @@ import pikepdf
 import pytest
 from click.testing import CliRunner
 
+from imposer.cli import main
 from imposer.cli.engine import impose_command, layouts_command
 from imposer.engine import load_layout
 from imposer.engine.presets import preset_names
@@ -91,7 +92,8 @@ class TestImpose:
     def test_unwritable_output(self, runner, make_pdf, tmp_path):
         """An output in a missing directory exits 1, not 2: the input was fine."""
         src = make_pdf(4, width=148 * MM, height=210 * MM)
-        result = runner.invoke(impose_command, ["a5-booklet-a4", str(src),
-                                                str(tmp_path / "no" / "o.pdf")])
-        assert result.exit_code == 1
-        assert result.stderr.startswith("imposer: error: cannot impose: ")
+        result = runner.invoke(main, ["impose", "a5-booklet-a4", str(src),
+                                      str(tmp_path / "no" / "o.pdf")])
+        assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1
+        assert result.stderr.startswith("imposer: error: Could not open file ")
+        assert "no directory" in result.stderr

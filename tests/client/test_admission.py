@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import multiprocessing
+import threading
 
 import pytest
 import redis
 
 from imposer.client import (
     Admission,
+    AdmissionUnavailable,
     DuplicateToken,
     InflightCapReached,
     Limits,
@@ -233,3 +235,50 @@ class TestLimits:
         """Each refusal has its own exit code for the command line."""
         codes = {DuplicateToken.exit_code, RateLimited.exit_code, InflightCapReached.exit_code}
         assert len(codes) == 3
+
+
+class TestConcurrency:
+    def test_150_threads_share_one_admission(self, redis_url):
+        """150 threads admitting at once through one Admission (a pool of 50) are each
+        admitted: they wait for a connection, never see a pool error."""
+        adm = Admission.from_url(redis_url, rate_limit=10_000, inflight_cap=10_000)
+        start = threading.Barrier(150)
+        errors: list[BaseException] = []
+
+        def publish(n: int) -> None:
+            start.wait(timeout=60)
+            for k in range(3):
+                try:
+                    adm.admit(f"tenant-{n % 5}", f"tok-{n}-{k}", f"job-{n}-{k}")
+                except BaseException as exc:  # reported below, with the others
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=publish, args=(n,)) for n in range(150)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert errors == [] and not any(t.is_alive() for t in threads)
+        assert sum(adm.inflight(f"tenant-{t}") for t in range(5)) == 450
+        assert len(adm.redis.connection_pool._connections) <= 50
+        adm.close()
+
+    def test_no_connection_in_time_is_admission_unavailable(self, redis_url):
+        """With every connection of the pool taken, a call waits its bound, then raises
+        AdmissionUnavailable; nothing was admitted."""
+        adm = Admission.from_url(redis_url, max_connections=1, wait=0.2)
+        held = adm.redis.connection_pool.get_connection()
+        try:
+            with pytest.raises(AdmissionUnavailable, match="cannot admit a job"):
+                adm.admit("acme", "tok", "job")
+        finally:
+            adm.redis.connection_pool.release(held)
+        assert adm.inflight("acme") == 0
+        adm.close()
+
+    def test_unreachable_redis_is_admission_unavailable(self):
+        """Redis that is not there is AdmissionUnavailable, with the exit code for a backend."""
+        adm = Admission.from_url("redis://127.0.0.1:9/0", wait=1)
+        with pytest.raises(AdmissionUnavailable) as caught:
+            adm.admit("acme", "tok", "job")
+        assert caught.value.exit_code == 4

@@ -30,7 +30,7 @@ def doctor(settings, *args: str, **env: str):
     full.update(env)
     outcome = CliRunner().invoke(main, ["doctor", "--json", *args], env=full,
                                  catch_exceptions=False)
-    report = json.loads(outcome.output)
+    report = json.loads(outcome.stdout)
     return outcome.exit_code, {c["name"]: (c["status"], c["detail"]) for c in report["checks"]}
 
 

@@ -588,7 +588,7 @@ class TestTenantPolicy:
             outcome = CliRunner().invoke(main, ["doctor", "--json"], env=_settings_env(scenario),
                                          catch_exceptions=False)
         assert outcome.exit_code == 3
-        failed = {c["name"] for c in json.loads(outcome.output)["checks"]
+        failed = {c["name"] for c in json.loads(outcome.stdout)["checks"]
                   if c["status"] == "fail"}
         assert f"queue {scenario.settings.dlq_name}" in failed
         assert f"table {scenario.settings.jobs_table}" in failed

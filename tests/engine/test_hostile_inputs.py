@@ -185,9 +185,24 @@ class TestHostileLayouts:
             load_layout({**ONE_UP, "x" * 10_000: 1})
 
     def test_dev_zero_as_a_layout_file(self):
-        """/dev/zero as a layout file is read only up to the size limit."""
-        with pytest.raises(LayoutError, match="characters; the limit is 1048576"):
+        """/dev/zero as a layout file is refused before any read: it is no regular file."""
+        with pytest.raises(LayoutError, match="is not a regular file"):
             load_layout("/dev/zero")
+
+    def test_a_fifo_as_a_layout_file(self, tmp_path):
+        """A FIFO as a layout file is refused at once, never opened (its open would wait)."""
+        import os
+
+        os.mkfifo(tmp_path / "layout.json")
+        with pytest.raises(LayoutError, match="is not a regular file"):
+            load_layout(str(tmp_path / "layout.json"))
+
+    def test_a_huge_layout_file_is_read_only_to_the_limit(self, tmp_path):
+        """A regular layout file over the limit is read only up to it."""
+        big = tmp_path / "big.json"
+        big.write_bytes(b" " * (2 * 1048576))
+        with pytest.raises(LayoutError, match="characters; the limit is 1048576"):
+            load_layout(str(big))
 
 
 class TestHugeJobs:

@@ -104,11 +104,11 @@ class TestFromTables:
         assert out["jobs"] == 3 and out["variants"][0]["waits"]["acme"]["jobs"] == 3
 
     def test_the_last_days_come_through_the_index(self, backends, settings):
-        """--days reads the window's jobs page by page from the index, never by a Scan."""
+        """--since reads the window's jobs page by page from the index, never by a Scan."""
         weeks = int((time.time() - NOW) // (7 * 86400))  # the four weeks before this one
         count = seed_history(backends, settings, per_hour=2, slots=2, weeks_ago=weeks)
         session.CALLS.reset()
-        out = CliRunner().invoke(main, ["simulate", "--days", "35", "--json", "--no-search"],
+        out = CliRunner().invoke(main, ["simulate", "--since", "35d", "--json", "--no-search"],
                                  env=env_for(settings))
         assert out.exit_code == 0, out.output
         data = json.loads(out.output)

@@ -13,6 +13,7 @@ import pytest
 from imposer.aws.s3 import Storage
 from imposer.clock import ManualClock
 from imposer.models import JobStatus, S3Uri, TenantConfig
+from imposer.models.signature import header
 from imposer.state.outbox import Event, event_id
 from imposer.webhooks.delivery import WebhookSender, build_event, encode
 from imposer.worker.outbox import OutboxSender
@@ -167,6 +168,23 @@ class TestOutbox:
         assert sender_for(backends).pass_once() == 1
         assert storage.get_bytes(S3Uri.parse(req.output)) == b"%PDF-1.7 plate"
         assert receiver.requests, "the tenant heard only after the plate was in place"
+
+    def test_a_host_killed_after_sending_lets_another_resend_with_the_same_id(
+            self, backends, receiver, tenant, clock):
+        """A host that sent an event and died before recording it: the next host resends it
+        once its claim lapses, with the same webhook-id, so the tenant can drop the copy."""
+        _, event = finish_with_webhook(backends, receiver.url)
+        dying = sender_for(backends)
+        claimed = backends.outbox.claim(event, hold=dying.sender.timeout + 30)
+        dying.sender.send(claimed.url, claimed.body, SECRET, claimed.event_id, ("127.0.0.1",))
+        assert sender_for(backends).pass_once() == 0  # its claim still holds
+        clock.advance(dying.sender.timeout + 31)
+        assert sender_for(backends).pass_once() == 1
+        first, second = receiver.requests
+        assert header(first[0], "webhook-id") == header(second[0], "webhook-id") \
+            == event.event_id
+        assert first[1] == second[1]
+        assert backends.outbox.get(event.event_id).status == "delivered"
 
     def test_an_aws_error_in_a_pass_is_one_warning_line(self, settings, receiver, tenant,
                                                          monkeypatch, caplog):

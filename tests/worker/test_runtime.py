@@ -127,7 +127,13 @@ class TestCrash:
 
 class TestToolFates:
     def test_each_fake_behaviour_gets_its_fate(self, settings, backends, tmp_path, workers):
-        """Exit codes, crash, hang, spawn and memory end in the right fate; the parent serves on."""
+        """Exit codes, crash, hang, spawn and memory end in the right fate; the parent serves on.
+
+        Each fate is the only way its job can end: the memory job holds its
+        memory until the watchdog kills it, on a host whose job timeout is far
+        off (a 2 s timeout raced the watchdog on a busy machine), and the
+        timeout that ends the hanging job leaves the quick ones a wide margin.
+        """
         specs = {
             "ok": layout(),
             "badpdf": layout(fake_exit=105),
@@ -136,27 +142,30 @@ class TestToolFates:
             "crash": layout(fake_crash=1),
             "hang": layout(fake_hang=1),
             "spawn": layout(fake_spawn=1),
-            "memory": layout(fake_memory_mb=300, fake_sleep=5),
             "licence": layout(fake_exit=100),
         }
         jobs = {name: submit_jobs(settings, tmp_path, name, 1, spec)[0]
                 for name, spec in specs.items()}
         worker = Worker(settings, tmp_path, "fates", "--slots", "4", "--max-attempts", "2",
-                        "--job-timeout-seconds", "2", "--memory-limit-mb", "150")
+                        "--job-timeout-seconds", "5")
         workers.append(worker)
         finals = [j for n, j in jobs.items() if n != "licence"]
-        wait_for(lambda: all_final(backends, finals), 90, "every job to reach its fate", 0.3)
+        wait_for(lambda: all_final(backends, finals), 120, "every job to reach its fate", 0.3)
         got = {name: record_of(backends, job) for name, job in jobs.items()}
         assert got["ok"].status == JobStatus.SUCCEEDED
         assert got["spawn"].status == JobStatus.SUCCEEDED
         assert (got["badpdf"].status, got["badpdf"].error_kind) == (JobStatus.FAILED, "bad_pdf")
         assert got["badpdf"].attempts == 1
-        assert (got["memory"].status, got["memory"].error_kind) == (JobStatus.FAILED, "resource")
         for name, kind in (("internal", "tool_internal"), ("config", "tool_config"),
                            ("crash", "tool_internal"), ("hang", "timeout")):
             record = got[name]
             assert (record.status, record.error_kind) == (JobStatus.DEAD, kind), name
             assert (record.attempts, record.failures) == (2, 2), name
+        finished = {(r.get("job_id"), r.get("status"), r.get("error_kind"))
+                    for r in worker.records() if r.get("action") == "job_finished"}
+        for name, kind in (("hang", "timeout"), ("badpdf", "bad_pdf"), ("ok", None)):
+            final = got[name].status.value
+            assert (jobs[name], final, kind) in finished, name  # an operator greps for these
         dead = {json.loads(d["body"])["job_id"] for d in dlq_bodies(settings)}
         assert dead == {jobs[n] for n in ("internal", "config", "crash", "hang")}
         # Licence failures are retried but never counted against the tenant.
@@ -164,6 +173,17 @@ class TestToolFates:
                  "the licence job to be retried")
         licence = record_of(backends, jobs["licence"])
         assert licence.failures == 0 and licence.status != JobStatus.DEAD
+        # Over the memory ceiling: the tool holds 300 MB until the watchdog kills it.
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+        jobs["memory"] = submit_jobs(settings, tmp_path, "memory", 1,
+                                     layout(fake_memory_mb=300, fake_hang=1))[0]
+        watched = Worker(settings, tmp_path, "watched", "--slots", "2", "--max-attempts", "2",
+                         "--job-timeout-seconds", "3600", "--memory-limit-mb", "150")
+        workers.append(watched)
+        wait_for(lambda: all_final(backends, [jobs["memory"]]), 120, "the watchdog's kill")
+        memory = record_of(backends, jobs["memory"])
+        assert (memory.status, memory.error_kind) == (JobStatus.FAILED, "resource")
         # No tool process outlived its job: hang's tool and spawn's grandchild are gone.
         for name in ("hang", "spawn", "memory", "crash"):
             leftovers = [p for p in psutil.process_iter(["cmdline"])
@@ -173,8 +193,8 @@ class TestToolFates:
         late = submit_jobs(settings, tmp_path, "late", 1, layout())[0]
         wait_for(lambda: all_final(backends, [late]), 30, "a job after the failures")
         assert record_of(backends, late).status == JobStatus.SUCCEEDED
-        worker.signal(signal.SIGTERM)
-        assert worker.wait(30) == 0
+        watched.signal(signal.SIGTERM)
+        assert watched.wait(30) == 0
 
 
 class TestMessages:

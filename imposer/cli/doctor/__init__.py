@@ -18,13 +18,12 @@ This module runs them in order and prints the checklist.
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 
 import attrs
 import click
 
-from imposer.cli.common import ALL_NAMES, settings_options
+from imposer.cli.common import ALL_NAMES, fail, settings_options
 from imposer.cli.doctor import host, resources
 from imposer.cli.doctor.check import FAIL, SKIP, Check
 from imposer.cli.doctor.permissions import permissions
@@ -87,5 +86,7 @@ def doctor(settings: Settings, as_json: bool, max_clock_skew: float, min_free_mb
         for c in checks:
             click.echo(f"  {c.status.upper() if c.status == FAIL else c.status:5} "
                        f"{c.name:{width}}  {c.detail}")
-        click.echo(f"{len(failed)} check(s) failed" if failed else "all checks passed")
-    sys.exit(int(Exit.CONFIG) if failed else int(Exit.OK))
+        if not failed:
+            click.echo("all checks passed")
+    if failed:
+        fail(f"{len(failed)} check(s) failed: {', '.join(c.name for c in failed)}", Exit.CONFIG)

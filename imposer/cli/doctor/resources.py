@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 
 from imposer.cli.doctor.check import FAIL, OK, WARN, Check, guard
-from imposer.errors import BackendError, EndpointUnreachable, MissingResource
+from imposer.errors import BackendError, ConfigError, EndpointUnreachable, MissingResource
 from imposer.settings import Settings
 
 
@@ -30,11 +30,16 @@ def identity(s: Settings, max_skew: float) -> Iterator[Check]:
     from imposer.aws import session
 
     try:
+        session.check_endpoint()
+    except ConfigError as exc:
+        yield Check(name="endpoint", status=FAIL, detail=str(exc))
+        return
+    try:
         reply, sent, received = session.caller_identity(s.region)
     except EndpointUnreachable as exc:
         yield Check(name="endpoint", status=FAIL, detail=str(exc))
         return
-    except BackendError as exc:
+    except (ConfigError, BackendError) as exc:  # none, or refused
         yield Check(name="credentials", status=FAIL, detail=str(exc))
         return
     yield Check(name="endpoint", status=OK, detail=session.endpoint())

@@ -1,0 +1,108 @@
+"""Vetting a message: whatever else is wrong with it, readable ids get a fate the tenant hears."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import boto3
+import pytest
+
+from imposer.errors import InvalidMessage
+from imposer.metrics import Metrics
+from imposer.models import JobRequest, JobStatus, TenantConfig
+from imposer.models.signature import header, verify
+from imposer.worker.messages import Messages
+from imposer.worker.vetting import Vetting
+from tests.fixtures.jobs import record_of
+from tests.worker.test_outbox import SECRET, receiver, sender_for  # noqa: F401 (fixture)
+
+
+def dlq_count(settings) -> int:
+    sqs = boto3.client("sqs")
+    url = sqs.get_queue_url(QueueName=settings.dlq_name)["QueueUrl"]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"])
+
+
+def python_body(settings, webhook: str | None, **fields) -> str:
+    """A body as Python's json.dumps writes it: NaN in the layout, the ids readable."""
+    job = uuid.uuid4().hex
+    data = {"version": 1, "job_id": job, "tenant_id": "acme", "token": "order-7",
+            "input": f"s3://{settings.bucket}/tenants/acme/in.pdf",
+            "output": f"s3://{settings.bucket}/tenants/acme/{job}.pdf",
+            "layout": {"version": 1, "kind": "nup", "sheet": {"width": float("nan"),
+                                                             "height": float("inf")}},
+            **fields}
+    if webhook:
+        data["webhook"] = webhook
+    return json.dumps(data)
+
+
+@pytest.fixture
+def vet(settings, backends, clock):
+    messages = Messages(backends.queue, settings, clock)
+    return Vetting(settings, jobs=backends.jobs, messages=messages, metrics=Metrics(),
+                   outbox=backends.outbox)
+
+
+def received(backends, body: str):
+    backends.queue.send(body, "acme")
+    (message,) = backends.queue.receive(1, 1, 30)
+    return message
+
+
+class TestReject:
+    def test_non_standard_numbers_get_a_failed_record_and_a_webhook(self, settings, backends,
+                                                                    vet, receiver):
+        """NaN and Infinity in a layout (ids readable): the job is failed, its webhook is
+        delivered, signed, and the message is dead-lettered once."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", webhook_secret=SECRET,
+                                          webhook_hosts=("127.0.0.1",)))
+        message = received(backends, python_body(settings, receiver.url))
+        with pytest.raises(InvalidMessage) as refused:
+            vet.parse(message)
+        vet.reject(message, refused.value)
+        job = JobRequest.salvage(message.body)["job_id"]
+        record = record_of(backends, job)
+        assert (record.status, record.error_kind) == (JobStatus.FAILED, "invalid_message")
+        assert "NaN is not a number" in record.error
+        assert sender_for(backends).pass_once() == 1
+        ((headers, body),) = receiver.requests
+        event = json.loads(body)
+        assert (event["job_id"], event["status"], event["error_kind"], event["token"]) == (
+            job, "failed", "invalid_message", "order-7")
+        verify(headers, body, SECRET)  # raises unless signed with the tenant's secret
+        assert header(headers, "webhook-id") == record_of(backends, job).webhook_event
+        assert dlq_count(settings) == 1
+
+    def test_a_redelivered_invalid_message_makes_no_second_event(self, settings, backends, vet,
+                                                                 receiver):
+        """The same invalid message handled twice (a crash before its delete) writes one event."""
+        message = received(backends, python_body(settings, receiver.url))
+        for _ in range(2):
+            vet.reject(message, refusal(message))
+        assert len(list(backends.outbox.listed())) == 1
+
+    def test_no_webhook_no_event(self, settings, backends, vet):
+        """Without a webhook URL the failed record is all (and the DLQ message)."""
+        message = received(backends, python_body(settings, None))
+        vet.reject(message, refusal(message))
+        assert list(backends.outbox.listed()) == []
+        job = JobRequest.salvage(message.body)["job_id"]
+        assert record_of(backends, job).status == JobStatus.FAILED
+
+    def test_another_tenants_group_gets_no_record(self, settings, backends, vet, receiver):
+        """Ids that name a tenant other than the sending group are not believed."""
+        backends.queue.send(python_body(settings, receiver.url), "globex")
+        (message,) = backends.queue.receive(1, 1, 30)
+        vet.reject(message, refusal(message))
+        assert list(backends.outbox.listed()) == []
+        assert record_of(backends, JobRequest.salvage(message.body)["job_id"]) is None
+
+
+def refusal(message) -> InvalidMessage:
+    """The InvalidMessage that parsing *message* raises."""
+    with pytest.raises(InvalidMessage) as refused:
+        JobRequest.from_body(message.body)
+    return refused.value
