@@ -143,8 +143,8 @@ class HandOffs:
         """``Refiller._hand_off``: read the tenant's oldest notes (a Query, unless notes
         of the last one are left), this host's own first, and start the first still
         parked in a free slot, inside the acquire, or inside the release that freed it
-        (no call of its own); True if one started. With *borrow*, on a borrowed slot
-        (an own one if the tenant is below its cap: ``Refiller._take_one``)."""
+        (no call of its own); True if one started. With *borrow*, on a borrowed slot,
+        if the tenant is still at its cap (``Refiller._take_one``)."""
         calls = self._cap_calls(host, tenant) if with_release else 0  # (``promise_slot``'s)
         cached = host.notes_left.get(tenant, 0) > 0
         if not cached:
@@ -175,10 +175,12 @@ class HandOffs:
                 yield from self._acquire(host, tenant)
             if not self._live(note):
                 continue  # another host took it meanwhile: the next one
-            if borrow and host.free:
-                own = rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant])
-                self._start(note[3], host, not own)
-                self.counts["handed_off" if own else "borrowed"] += 1
+            if borrow:  # (refused below the cap: its own slot is handed over elsewhere)
+                if rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]) or \
+                        not host.free:
+                    return False
+                self._start(note[3], host, True)
+                self.counts["borrowed"] += 1
                 return True
             if not rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
                 self._known_capped(host, tenant)

@@ -223,7 +223,7 @@ class Refiller:
             return 0
         view = self.borrowing.view()
         borrowers = dict.fromkeys((*prefer, *self.handoff.parked_tenants()), 0)
-        borrowers.update(view.at_cap)  # (one below its cap again takes an own slot instead)
+        borrowers.update(view.at_cap)
         started = 0
         while free and borrowers and not stopping():
             turns = self.borrowing.turns(len(free), borrowers)
@@ -266,8 +266,7 @@ class Refiller:
 
         Notes read by an earlier Query are tried first; if every one of them
         was gone, the waiting table is read again. With *borrow*, the job
-        takes a borrowed slot (or an own one, if the tenant dropped below its
-        cap meanwhile).
+        takes a borrowed slot, if the tenant is still at its cap.
         """
         try:
             notes, fresh = self.handoff.notes(tenant)
@@ -310,8 +309,11 @@ class Refiller:
         skipped too, but if *notes* came from an earlier Query (not *fresh*)
         the rest of that read is forgotten: another host is going through the
         same notes, so the next hand-off reads the live ones instead of paying
-        a refused transaction for each. A borrowing acquire refused because
-        the tenant is below its cap again takes an own slot for the same note.
+        a refused transaction for each. A borrowing acquire is refused while
+        the tenant is below its cap: its own slot is then being handed over
+        by the host that freed it (or by a redrive), and taking it here
+        would spread the tenant's own jobs over the hosts, each of which
+        then keeps its reserve beside them (one slot fewer in use on two hosts).
         """
         for note, request in self._still_parked(notes):
             message = note.message
@@ -321,10 +323,6 @@ class Refiller:
                     acq = self.leases.acquire(request, self.settings.host_id, free[0],
                                               message.sent_at, message.receipt, borrow=borrow,
                                               also=[self.handoff.waiting.claim_op(note)])
-                    if borrow and acq.verdict == Verdict.AT_CAP and acq.cap > 0:
-                        acq = self.leases.acquire(request, self.settings.host_id, free[0],
-                                                  message.sent_at, message.receipt,
-                                                  also=[self.handoff.waiting.claim_op(note)])
                 except BackendError as exc:
                     self.launcher.acquire_failed(request, exc)
                     return False  # the note stays; a redrive or its window brings it back
@@ -342,7 +340,8 @@ class Refiller:
                                       tenant_id=request.tenant_id)
                     return True
                 if acq.verdict == Verdict.AT_CAP:
-                    self.dispatch.known_capped(request.tenant_id, acq.cap)
+                    if not borrow:
+                        self.dispatch.known_capped(request.tenant_id, acq.cap)
                     return False
                 if acq.verdict == Verdict.DONE:
                     self.handoff.waiting.drop(note)
