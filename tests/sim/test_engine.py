@@ -6,6 +6,7 @@ import pytest
 
 from imposer.errors import ConfigError
 from imposer.sim.engine import Policy, simulate
+from imposer.sim.headline import overlap
 from imposer.sim.workload import SimJob
 
 
@@ -24,16 +25,8 @@ def starts(schedule) -> list[float | None]:
 
 
 def concurrency(schedule, tenant: str | None = None) -> int:
-    edges = sorted([(a.start, 1) for a in schedule.attempts
-                    if tenant is None or schedule.jobs[a.job].tenant == tenant] +
-                   [(a.end, -1) for a in schedule.attempts
-                    if tenant is None or schedule.jobs[a.job].tenant == tenant],
-                   key=lambda e: (e[0], e[1]))
-    level = best = 0
-    for _, step in edges:
-        level += step
-        best = max(best, level)
-    return best
+    return overlap([(a.start, a.end) for a in schedule.attempts
+                    if tenant is None or schedule.jobs[a.job].tenant == tenant])
 
 
 class TestTheCap:
