@@ -26,6 +26,10 @@ within 15% of the real run), and ``perfect`` is the same engine with zero
 park and deferral windows: the cap with instant refill, the reference the
 cap's cost is measured against.
 
+Every policy's targets (``imposer.sim.headline.TARGETS``: the cap's, and borrowing's
+against perfect delivery on the cap plus the borrowable slots) are printed met / NOT MET;
+``tests/sim/test_headlines.py`` guards each on the simulator's replay of the same workloads.
+
 Also printed: AWS calls per job by kind for every policy (from each worker's
 stop log), with the floor (an uncapped job's own calls) and what a parked job
 adds; the parent's overhead per job (receive to child start, child end to
