@@ -25,6 +25,7 @@ from pathlib import Path
 import boto3
 
 from imposer.client import submit
+from imposer.models import TenantConfig
 from imposer.worker.wiring import connect
 from tests.fixtures.chaos.cluster import ROOT, Host, Stack, Timing, checkout, tools
 from tests.fixtures.pdfs import numbered_pdf
@@ -233,8 +234,6 @@ def parked_stall(tmp: Path, src: Path) -> bool:
     fails before the release (no hand-over) and again after it (no hand-off), so with every
     slot free its three parked jobs wait out their park window (60 s here, 5 min by default);
     nothing reads the notes again."""
-    from imposer.models import TenantConfig
-
     timing = Timing(park=60.0)
     stack = Stack(tmp, timing, src=src)
     s = stack.settings
