@@ -147,6 +147,12 @@ class Settings:
         1000, "IMPOSER_MAX_RECEIVE_COUNT", int, "Queue redrive maxReceiveCount set by init.", 1
     )
     borrow: bool = _setting(False, "IMPOSER_BORROW", _bool, "Let a tenant at cap borrow idle slots.")
+    redrive_seconds: float = _setting(
+        5.0, "IMPOSER_REDRIVE_SECONDS", float,
+        "How often a host reads who has work waiting: parked jobs a failed hand-off left are "
+        "started then, and with borrowing on idle slots are lent to capped tenants' parked "
+        "jobs.", 0.05,
+    )
     reserve_slots: int = _setting(
         1, "IMPOSER_RESERVE_SLOTS", int, "Slots per host never lent to borrowed work.", 0
     )

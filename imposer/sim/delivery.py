@@ -140,7 +140,8 @@ class Delivery:
     def _poll_ended(self, host: Host, now: float) -> None:
         """The long poll came back empty: to an idle parent owing nothing, that only means
         the next ask and its poll (and the next...: a chain); else the parent takes it."""
-        if host.owed or host.state != IDLE or host.done or not self.left:
+        if host.owed or host.state != IDLE or host.done or not self.left or \
+                (self.policy.borrow and self._turns(host)):
             self._answer(host, now, [])
             return
         host.rx, host.rx_end = RX_CHAIN, now + self.policy.receive_seconds

@@ -35,6 +35,7 @@ class Dispatch:
         read = host.cap_read.get(tenant)
         if read is None or host.clock - read >= self.policy.cap_cache_seconds:
             host.cap_read[tenant] = host.clock
+            self.counts["cap_reads"] += CALLS["cap"]
             return CALLS["cap"]
         return 0
 

@@ -147,7 +147,7 @@ class _Fleet(Parent, Dispatch, HandOffs, Delivery):
         self.blocking: dict[str, int] = {}
         self.counts = dict.fromkeys(("receives", "received", "parked", "park_expired",
                                      "handed_off", "owed", "deferred", "borrowed", "retries",
-                                     "calls"), 0)
+                                     "calls", "cap_reads"), 0)
         self.events: list[tuple] = []
         self._tick = 0
         self._turn = 0

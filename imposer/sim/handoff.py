@@ -5,6 +5,12 @@ slot stays free (``may_hand_off``), or, for the host's last free slot, if a
 look at the queue (``Intake.look``) finds nothing another tenant could start;
 else the tenant is owed that hand-off, and a receive that comes back empty
 pays what is owed, oldest tenant first (``Refiller.wake_idle``).
+
+With borrowing on, a borrowed job's freed slot, and the idle slots an empty
+receive finds, go to capped tenants' parked jobs under the borrow rule
+(``Refiller.lend``, ``policy.borrow_turns``). The worker's periodic
+``redrive`` is not replayed: it starts only what a failed AWS call left,
+and here none fails.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ class HandOffs:
             return None
         return (yield from self._look(host, tenant, free))
 
-    def _wake(self, host: Host, tenant: str, looked: bool | None = None):
+    def _wake(self, host: Host, tenant: str, looked: bool | None = None,
+              borrowed: bool = False):
         """``Refiller.promise_slot`` and ``wake``: one parked job of the tenant takes the
         freed slot, started by the release's own transaction, or is owed it.
 
@@ -39,7 +46,11 @@ class HandOffs:
         the release (*looked*, ``_look_first``) found nothing another tenant
         could start (``Intake.look``; none while a receive is outstanding, and
         only for a tenant this host parked or read notes of within a park
-        window: ``HandOff.parked_lately``)."""
+        window: ``HandOff.parked_lately``). A *borrowed* job's slot is lent
+        again (``_lend``)."""
+        if borrowed and self.policy.borrow:
+            yield from self._lend(host, prefer=tenant)
+            return
         host.capped.pop(tenant, None)
         free = len(host.free)
         if rules.may_hand_off(free):
@@ -72,6 +83,31 @@ class HandOffs:
             if not owed.get(tenant):
                 owed.pop(tenant, None)
 
+    def _borrowers(self, host: Host, prefer: str | None = None) -> dict[str, int]:
+        """``Refiller.lend``'s candidates: tenants at their cap with a parked job (the
+        waiting view, here exact), and *prefer*; each with the slots it borrows."""
+        out = {}
+        for tenant in ([prefer] if prefer else []) + sorted(self.notes):
+            if self._parked(tenant) and self.cap[tenant] > 0:
+                out[tenant] = self.borrowed[tenant]
+        return out
+
+    def _turns(self, host: Host, prefer: str | None = None) -> list[str]:
+        p = self.policy
+        return rules.borrow_turns(p.borrow, len(host.free), p.reserve,
+                                  self._borrowers(host, prefer), self._blockers())
+
+    def _lend(self, host: Host, prefer: str | None = None):
+        """``Refiller.lend``: idle slots beyond the reserve to capped tenants' parked jobs."""
+        tried: set[str] = set()
+        while host.free:
+            turns = [t for t in self._turns(host, prefer) if t not in tried]
+            if not turns:
+                return
+            started = yield from self._hand_off(host, turns[0], borrow=True)
+            if not started:
+                tried.add(turns[0])
+
     def _parked_lately(self, host: Host, tenant: str) -> bool:
         """``HandOff.parked_lately``: this host parked, or read notes of, the tenant within
         a park window (and no read since found none)."""
@@ -102,11 +138,13 @@ class HandOffs:
     def _live(self, note: tuple[float, int, int, int]) -> bool:
         return self.version[note[3]] == note[2] and self.state[note[3]] == PARKED
 
-    def _hand_off(self, host: Host, tenant: str, with_release: bool = False):
+    def _hand_off(self, host: Host, tenant: str, with_release: bool = False,
+                  borrow: bool = False):
         """``Refiller._hand_off``: read the tenant's oldest notes (a Query, unless notes
         of the last one are left), this host's own first, and start the first still
         parked in a free slot, inside the acquire, or inside the release that freed it
-        (no call of its own); True if one started."""
+        (no call of its own); True if one started. With *borrow*, on a borrowed slot,
+        if the tenant is still at its cap (``Refiller._take_one``)."""
         calls = self._cap_calls(host, tenant) if with_release else 0  # (``promise_slot``'s)
         cached = host.notes_left.get(tenant, 0) > 0
         if not cached:
@@ -137,6 +175,13 @@ class HandOffs:
                 yield from self._acquire(host, tenant)
             if not self._live(note):
                 continue  # another host took it meanwhile: the next one
+            if borrow:  # (refused below the cap: its own slot is handed over elsewhere)
+                if rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]) or \
+                        not host.free:
+                    return False
+                self._start(note[3], host, True)
+                self.counts["borrowed"] += 1
+                return True
             if not rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
                 self._known_capped(host, tenant)
                 return False

@@ -47,8 +47,8 @@ class Parent:
             yield from self._settle(job, host, slot, borrowed)
         if done:
             host.stale = -1  # slots and counters moved: a receive may bring work again
-        for (job, _, _), looked in zip(done, looks):
-            yield from self._wake(host, self.tenant[job], looked)
+        for (job, _, borrowed), looked in zip(done, looks):
+            yield from self._wake(host, self.tenant[job], looked, borrowed)
         if host.looked:  # ``Intake.fill``: what a look brought goes first
             looked, host.looked = host.looked, []
             if not (yield from self._dispatch(host, looked)):
@@ -60,6 +60,7 @@ class Parent:
             progress = yield from self._dispatch(host, batch)
             if not batch:
                 yield from self._wake_idle(host)
+                yield from self._lend(host)
             elif not progress:
                 host.stale = self.shown  # asking again brings the same until something moves
         if self._behind(host):

@@ -37,5 +37,6 @@ class Schedule:
     status: tuple[str, ...]
     #: Simulated work: receives (empty polls included), messages received, parks, park
     #: windows that ran out, hand-offs, hand-offs owed (the freed slot was the host's
-    #: last), deferrals, borrows, retries, and the AWS calls (the receives' included).
+    #: last), deferrals, borrows, retries, and the AWS calls (the receives' included; of
+    #: them, the tenants' cap reads).
     counts: Mapping[str, int]

@@ -1,4 +1,4 @@
-"""Work-conserving caps: when a tenant at its cap may borrow an idle slot.
+"""Work-conserving caps: when a tenant at its cap may borrow an idle slot, and who waits.
 
 Jobs cannot be preempted, so fairness to a tenant that arrives later comes
 from a reserve: borrowed work never leaves fewer than ``reserve_slots`` slots
@@ -7,12 +7,23 @@ further jobs wait at most for borrowed jobs to end. And a tenant never
 borrows while another tenant below its cap has work waiting, as far as
 imposer knows: the open-jobs index (queued or retrying jobs: live work, not
 history) and this batch of messages.
+
+The same background read (``refresh``, every ``IMPOSER_REDRIVE_SECONDS``)
+says which tenants at their cap have work waiting (their parked jobs may
+borrow idle slots, ``policy.borrow_turns``) and which tenants below their
+cap have queued work: parked jobs no hand-off reached (a release or a read
+of the notes failed) are started from there by ``Refiller.redrive``. Its
+cost is one read of the open index, of the counters and of the tiers per
+interval per host, whatever the number of jobs.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from typing import Mapping
+
+import attrs
 
 from imposer.state.jobs import JobStore
 from imposer.state.leases import LeaseStore
@@ -22,35 +33,65 @@ from imposer.worker import policy
 logger = logging.getLogger(__name__)
 
 
+@attrs.frozen(kw_only=True)
+class WaitingView:
+    """Who has work waiting, as of the last read of the open index."""
+
+    #: Tenants below their cap with queued or retrying work: they block borrowing.
+    blockers: frozenset[str] = frozenset()
+    #: Tenants below their cap with queued work (parked jobs a hand-off may have missed).
+    below_cap: frozenset[str] = frozenset()
+    #: Tenants at their cap (not paused) with work waiting -> slots they borrow now.
+    at_cap: Mapping[str, int] = attrs.field(factory=dict)
+    #: Counts the reads; a step that acts once per read compares it.
+    generation: int = 0
+
+
 class BorrowPolicy:
-    """Say whether a tenant at its cap may take one more, borrowed, slot."""
+    """Say whether a tenant at its cap may take one more, borrowed, slot; and who waits."""
 
     def __init__(self, enabled: bool, reserve: int, leases: LeaseStore, jobs: JobStore,
                  tenants: TenantStore) -> None:
         self.enabled = enabled
         self.reserve = reserve
         self.leases, self.jobs, self.tenants = leases, jobs, tenants
-        self._blockers: frozenset[str] = frozenset()
+        self._view = WaitingView()
         self._lock = threading.Lock()
 
     def refresh(self) -> frozenset[str]:
-        """Re-read which tenants below their cap have work waiting (a background pass)."""
-        waiting = {r.tenant_id for r in self.jobs.open_jobs(("queued", "retrying"))}
-        if waiting:
+        """Re-read who has work waiting (a background pass); return the blockers."""
+        records = self.jobs.open_jobs(("queued", "retrying"))
+        blockers, below, at_cap = set(), set(), {}
+        if records:
             counters = self.leases.counters()
             caps = self.tenants.caps()
-            waiting = {t for t in waiting if policy.may_take_own_slot(
-                counters[t].inflight if t in counters else 0,
-                caps.get(t, self.tenants.default_cap))}
+            for r in records:
+                counter = counters.get(r.tenant_id)
+                cap = caps.get(r.tenant_id, self.tenants.default_cap)
+                if policy.may_take_own_slot(counter.inflight if counter else 0, cap):
+                    blockers.add(r.tenant_id)
+                    if r.status.value == "queued":
+                        below.add(r.tenant_id)
+                elif cap > 0:
+                    at_cap[r.tenant_id] = counter.borrowed if counter else 0
         with self._lock:
-            self._blockers = frozenset(waiting)
-        return self._blockers
+            self._view = WaitingView(blockers=frozenset(blockers), below_cap=frozenset(below),
+                                     at_cap=at_cap, generation=self._view.generation + 1)
+        return self._view.blockers
+
+    def view(self) -> WaitingView:
+        with self._lock:
+            return self._view
 
     def blockers(self) -> frozenset[str]:
-        with self._lock:
-            return self._blockers
+        return self.view().blockers
 
     def allows(self, tenant: str, free_slots: int) -> str | None:
         """Return None if *tenant* may borrow now, else the reason it may not."""
         return policy.why_not_borrow(self.enabled, free_slots, self.reserve, tenant,
                                      self.blockers())
+
+    def turns(self, free_slots: int, borrowers: Mapping[str, int]) -> list[str]:
+        """The capped tenants whose parked jobs the idle slots go to now (``borrow_turns``)."""
+        return policy.borrow_turns(self.enabled, free_slots, self.reserve, borrowers,
+                                   self.blockers())

@@ -145,6 +145,10 @@ class HandOff:
         window = max(self.settings.park_seconds, self.settings.lease_ttl_seconds)
         return seen is not None and self.clock.monotonic() - seen < window
 
+    def parked_tenants(self) -> list[str]:
+        """Tenants this host parked or read notes of lately (``parked_lately``), oldest first."""
+        return [t for t in self._parked_at if self.parked_lately(t)]
+
     def mine(self, note: Parked) -> bool:
         """True when this host parked *note* (and has not seen it taken)."""
         return (note.tenant_id, note.order) in self._mine

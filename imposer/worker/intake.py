@@ -55,7 +55,8 @@ class Intake:
         A receive that fails for a reason that may pass backs off (0.5 s
         doubling to 30 s) while the loop keeps settling finished jobs. A
         receive that brings nothing while slots are free lets parked work of
-        tenants this host knows to be waiting take them (``wake_idle``).
+        tenants this host knows to be waiting take them (``wake_idle``), and
+        with borrowing on lends the slots beyond the reserve (``lend``).
         """
         now = self.clock.monotonic()
         looked, self._looked = self._looked, []
@@ -79,6 +80,7 @@ class Intake:
             self.empty_poll = not messages or self.dispatch.last_batch_paused
             if not messages and free:
                 self.refill.wake_idle(free, stopping)
+                self.refill.lend(free, stopping)
         free = self.pool.free()
         if not free or now < self.paused_until or self.receiver.busy:
             return

@@ -8,7 +8,7 @@ these; the transactions that enforce them live in ``imposer.state.leases``.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence, TypeVar
+from typing import Iterable, Mapping, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -44,6 +44,31 @@ def why_not_borrow(enabled: bool, free_slots: int, reserve: int, tenant: str,
     if others:
         return f"tenants below their cap are waiting: {', '.join(others)}"
     return None
+
+
+def borrow_turns(enabled: bool, free_slots: int, reserve: int, borrowers: Mapping[str, int],
+                 blockers: Iterable[str]) -> list[str]:
+    """Which capped tenants' parked jobs this host's idle slots go to now, one per slot.
+
+    *borrowers* are tenants at their cap with parked work, each with the
+    slots it borrows already. Every turn obeys ``why_not_borrow`` as the
+    free slots run down (so the reserve stays free and nobody borrows while
+    a tenant below its cap waits), and goes to the tenant that borrows
+    fewest so far (ties by name), so two capped tenants share the idle
+    slots rather than the first taking them all. The caller claims one of
+    the tenant's parked notes per turn, in the acquire transaction.
+    """
+    held, turns = dict(borrowers), []
+    blockers = frozenset(blockers)
+    for taken in range(max(0, free_slots - reserve)):
+        allowed = [t for t in held
+                   if why_not_borrow(enabled, free_slots - taken, reserve, t, blockers) is None]
+        if not allowed:
+            break
+        tenant = min(allowed, key=lambda t: (held[t], t))
+        held[tenant] += 1
+        turns.append(tenant)
+    return turns
 
 
 def receive_size(free_slots: int, parked_last: int) -> int:

@@ -7,6 +7,12 @@ may be handed over now, the hand-off is owed and paid by the next receive
 that finds the queue empty. Each obeys ``policy.may_hand_off``: another slot
 stays free for a tenant waiting in the queue, or a look at the queue found
 none waiting there, so quiet tenants still come first.
+
+With borrowing on, idle slots beyond the reserve go to capped tenants'
+parked jobs (``lend``): when a borrowed job ends, when a receive finds the
+queue empty, and once per read of the waiting view. And parked jobs that no
+hand-off reached (a failed release, hand-over or read of the notes) are
+started by ``redrive`` once per read of that view, within the cap.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from imposer.settings import Settings
 from imposer.state.leases import LeaseStore, Successor, Verdict
 from imposer.state.waiting import Parked
 from imposer.worker import policy
+from imposer.worker.borrowing import BorrowPolicy
 from imposer.worker.dispatch import Dispatcher
 from imposer.worker.handoff import HandOff, Handover
 from imposer.worker.messages import Messages
@@ -52,9 +59,12 @@ class Refiller:
 
     def __init__(self, settings: Settings, *, dispatch: Dispatcher, leases: LeaseStore,
                  handoff: HandOff, messages: Messages, metrics: Metrics, pool: Pool,
-                 running: RunningTable, clock: Clock) -> None:
+                 running: RunningTable, borrowing: BorrowPolicy, clock: Clock) -> None:
         self.settings, self.dispatch, self.leases, self.handoff = (settings, dispatch, leases,
                                                                    handoff)
+        self.borrowing = borrowing
+        #: The waiting view's generation ``redrive`` last acted on.
+        self._redriven = 0
         self.messages, self.metrics, self.pool, self.running = messages, metrics, pool, running
         self.clock = clock
         self.launcher = dispatch.launcher
@@ -64,7 +74,8 @@ class Refiller:
         #: another tenant could start. None: never look (a host's last slot is not promised).
         self.look: Callable[[str], bool] | None = None
 
-    def wake(self, tenant: str, free: list[int], stopping: Callable[[], bool]) -> None:
+    def wake(self, tenant: str, free: list[int], stopping: Callable[[], bool],
+             borrowed: bool = False) -> None:
         """A job of *tenant* was settled here: give its slot to the tenant's oldest parked job.
 
         One parked job per settled one, and only while another slot stays
@@ -74,10 +85,16 @@ class Refiller:
         messages while one is owed (``owes``), pays it if it finds the queue
         empty (``wake_idle``), so a capped tenant whose job ended in its
         host's only free slot loses no more than one receive's round trip.
+
+        A *borrowed* job's slot is lent again instead (``lend``, the borrow
+        rule), first to the same tenant: its own slots are all still held.
         """
-        self.dispatch.known_free(tenant)
         if stopping():
             return
+        if borrowed:
+            self.lend(free, stopping, prefer=(tenant,))
+            return
+        self.dispatch.known_free(tenant)
         if policy.may_hand_off(len(free)):
             self._hand_off(tenant, free)
         else:
@@ -191,24 +208,78 @@ class Refiller:
             if not self._owed.get(tenant):
                 self._owed.pop(tenant, None)
 
-    def _hand_off(self, tenant: str, free: list[int]) -> bool:
+    def lend(self, free: list[int], stopping: Callable[[], bool],
+             prefer: tuple[str, ...] = ()) -> int:
+        """Borrowing: give idle slots beyond the reserve to capped tenants' parked jobs.
+
+        The candidates are the tenants at their cap with work waiting (the
+        waiting view), those this host parked lately, and *prefer* (a tenant
+        whose borrowed job just ended here); ``policy.borrow_turns`` says
+        which of them each slot goes to, under the borrow rule. Each turn
+        claims one parked note inside a borrowed acquire, so two hosts never
+        start one note. Returns how many jobs started.
+        """
+        if not self.borrowing.enabled or stopping():
+            return 0
+        view = self.borrowing.view()
+        borrowers = dict.fromkeys((*prefer, *self.handoff.parked_tenants()), 0)
+        borrowers.update(view.at_cap)
+        started = 0
+        while free and borrowers and not stopping():
+            turns = self.borrowing.turns(len(free), borrowers)
+            if not turns:
+                break
+            if self._hand_off(turns[0], free, borrow=True):
+                borrowers[turns[0]] += 1
+                started += 1
+            else:
+                borrowers.pop(turns[0])
+        return started
+
+    def redrive(self, free: list[int], stopping: Callable[[], bool],
+                queue_empty: bool) -> None:
+        """Once per read of the waiting view: start parked jobs no hand-off reached.
+
+        A tenant below its cap with queued work may have parked jobs that a
+        failed release, hand-over or read of its notes left waiting for
+        their park window: each is started here (within the cap, under the
+        hand-off rule, ``policy.may_hand_off``). Then idle slots are lent to
+        capped tenants' parked jobs (``lend``). Costs nothing while nobody
+        waits; a tenant whose queued work is in the queue, not parked, costs
+        one read of its notes per interval.
+        """
+        view = self.borrowing.view()
+        if view.generation == self._redriven or stopping():
+            return
+        self._redriven = view.generation
+        for tenant in view.below_cap:
+            while free and not stopping() and policy.may_hand_off(len(free), queue_empty):
+                if self.dispatch.known_cap(tenant) is not None or \
+                        not self._hand_off(tenant, free):
+                    break
+                logger.info("started a parked job of %s that no hand-off had reached", tenant,
+                            extra=extra("redriven", tenant))
+        self.lend(free, stopping)
+
+    def _hand_off(self, tenant: str, free: list[int], borrow: bool = False) -> bool:
         """Start the tenant's oldest parked job in ``free[0]``; False if none was started.
 
         Notes read by an earlier Query are tried first; if every one of them
-        was gone, the waiting table is read again.
+        was gone, the waiting table is read again. With *borrow*, the job
+        takes a borrowed slot, if the tenant is still at its cap.
         """
         try:
             notes, fresh = self.handoff.notes(tenant)
-            if notes and self._take_one(notes, free, fresh):
+            if notes and self._take_one(notes, free, fresh, borrow):
                 return True
             if fresh or self.handoff.has_notes_read(tenant):
                 return False  # none parked, or one is kept for later (at cap again, AWS failed)
             notes, _ = self.handoff.notes(tenant, fresh=True)
-        except BackendError as exc:  # its parked jobs come back when their window ends
+        except BackendError as exc:  # the next redrive reads them again
             logger.warning("could not read the parked jobs of %s: %s", tenant, exc,
                            extra=extra("aws_error", tenant))
             return False
-        return bool(notes) and self._take_one(notes, free, True)
+        return bool(notes) and self._take_one(notes, free, True, borrow)
 
     def _still_parked(self, notes: list[Parked]) -> Iterator[tuple[Parked, JobRequest]]:
         """Each note still parked, with its job's request, as the caller goes through them.
@@ -228,7 +299,8 @@ class Refiller:
                 continue
             yield note, request
 
-    def _take_one(self, notes: list[Parked], free: list[int], fresh: bool) -> bool:
+    def _take_one(self, notes: list[Parked], free: list[int], fresh: bool,
+                  borrow: bool = False) -> bool:
         """Start the first of *notes* that is still parked; False if none was started.
 
         A note whose message is invalid, or whose job already runs or ended,
@@ -237,7 +309,11 @@ class Refiller:
         skipped too, but if *notes* came from an earlier Query (not *fresh*)
         the rest of that read is forgotten: another host is going through the
         same notes, so the next hand-off reads the live ones instead of paying
-        a refused transaction for each.
+        a refused transaction for each. A borrowing acquire is refused while
+        the tenant is below its cap: its own slot is then being handed over
+        by the host that freed it (or by a redrive), and taking it here
+        would spread the tenant's own jobs over the hosts, each of which
+        then keeps its reserve beside them (one slot fewer in use on two hosts).
         """
         for note, request in self._still_parked(notes):
             message = note.message
@@ -245,11 +321,11 @@ class Refiller:
             with guard(request):
                 try:
                     acq = self.leases.acquire(request, self.settings.host_id, free[0],
-                                              message.sent_at, message.receipt,
+                                              message.sent_at, message.receipt, borrow=borrow,
                                               also=[self.handoff.waiting.claim_op(note)])
                 except BackendError as exc:
                     self.launcher.acquire_failed(request, exc)
-                    return False  # the note stays; its message returns when its window ends
+                    return False  # the note stays; a redrive or its window brings it back
                 if acq.verdict == Verdict.ACQUIRED:
                     self.handoff.taken(note)
                     if self.messages.due(message):
@@ -260,10 +336,12 @@ class Refiller:
                         message = held
                     if not self.launcher.launch(request, message, free, acq.lease):
                         return False
-                    self.metrics.emit("handed_off", 1, tenant_id=request.tenant_id)
+                    self.metrics.emit("borrowed" if acq.lease.borrowed else "handed_off", 1,
+                                      tenant_id=request.tenant_id)
                     return True
                 if acq.verdict == Verdict.AT_CAP:
-                    self.dispatch.known_capped(request.tenant_id, acq.cap)
+                    if not borrow:
+                        self.dispatch.known_capped(request.tenant_id, acq.cap)
                     return False
                 if acq.verdict == Verdict.DONE:
                     self.handoff.waiting.drop(note)

@@ -92,7 +92,7 @@ class Supervisor:
         self.refill = Refiller(
             s, dispatch=self.dispatch, leases=self.leases, handoff=self.handoff,
             messages=self.messages, metrics=self.metrics, pool=self.pool, running=self.running,
-            clock=self.clock)
+            borrowing=self.borrowing, clock=self.clock)
         self.intake = Intake(
             receiver=self.receiver, dispatch=self.dispatch, refill=self.refill, pool=self.pool,
             queue=self.queue, messages=self.messages, jobs=self.jobs, tenants=self.tenants,
@@ -114,9 +114,7 @@ class Supervisor:
             Periodic("utilisation", s.heartbeat_seconds, self.sample),
             Periodic("rollups", s.rollup_seconds, self.rollups.flush),
         ]
-        if s.borrow:
-            self.threads.append(Periodic("borrow-view", max(1.0, s.defer_seconds),
-                                         self.borrowing.refresh))
+        self.threads.append(Periodic("waiting-view", s.redrive_seconds, self.borrowing.refresh))
         self.threads.append(self.sender)
 
     # -- the story -----------------------------------------------------------
@@ -139,6 +137,7 @@ class Supervisor:
                 if self.done_enough():
                     self.stops.begin_drain("nothing left to do", len(self.running))
                     continue
+                self.redrive_parked()
                 self.fill_free_slots()
         finally:
             self.shutdown()
@@ -221,10 +220,10 @@ class Supervisor:
                                                       self.drain.is_set):
                             continue  # the slot went to the tenant's next job with the release
                     if settled is Settled.DONE and promise is not Promise.NOTHING_PARKED:
-                        freed.append(job.request.tenant_id)
-        for tenant in freed:
+                        freed.append((job.request.tenant_id, job.lease.borrowed))
+        for tenant, borrowed in freed:
             with guard(None):
-                self.refill.wake(tenant, self.pool.free(), self.drain.is_set)
+                self.refill.wake(tenant, self.pool.free(), self.drain.is_set, borrowed)
 
     def check_health(self) -> None:
         """Stop the worker if a background thread is gone: never run unsupervised."""
@@ -270,6 +269,12 @@ class Supervisor:
         self.rollups.contention(stranded, stranded_time, shortage, self.clock.time())
 
     # -- new work ---------------------------------------------------------------
+    def redrive_parked(self) -> None:
+        """Once per read of the waiting view: start parked jobs that no hand-off reached, and
+        lend idle slots to capped tenants' parked jobs when borrowing is on."""
+        with guard(None):
+            self.refill.redrive(self.pool.free(), self.drain.is_set, self.intake.empty_poll)
+
     def fill_free_slots(self) -> None:
         """Dispatch what the receiver brought; ask for more (one per free slot, and room
         for parking)."""

@@ -6,6 +6,7 @@
     python -m tests.chaos.repros slow-acquire [--imposer-rev main]
     python -m tests.chaos.repros lost-reply [--imposer-rev main]
     python -m tests.chaos.repros stop-during-boot [--imposer-rev main]
+    python -m tests.chaos.repros parked-stall [--imposer-rev main]
 
 Each builds the smallest cluster that shows the problem from the harness's
 parts (``tests.fixtures.chaos``), prints what happened and exits 1 while
@@ -24,6 +25,7 @@ from pathlib import Path
 import boto3
 
 from imposer.client import submit
+from imposer.models import TenantConfig
 from imposer.worker.wiring import connect
 from tests.fixtures.chaos.cluster import ROOT, Host, Stack, Timing, checkout, tools
 from tests.fixtures.pdfs import numbered_pdf
@@ -227,9 +229,53 @@ def stop_during_boot(tmp: Path, src: Path) -> bool:
     return code != 0
 
 
+def parked_stall(tmp: Path, src: Path) -> bool:
+    """An AWS error window across a capped tenant's release: the read of its parked notes
+    fails before the release (no hand-over) and again after it (no hand-off), so with every
+    slot free its three parked jobs wait out their park window (60 s here, 5 min by default);
+    nothing reads the notes again."""
+    timing = Timing(park=60.0)
+    stack = Stack(tmp, timing, src=src)
+    s = stack.settings
+    connect(s).tenants.put(TenantConfig(tenant_id="t2", cap=1))
+    pdf = numbered_pdf(tmp / "art.pdf", 2)
+    reqs = [submit("t2", pdf, _layout(fake_sleep=3), bucket=s.bucket, queue=s.queue_name)
+            for _ in range(4)]
+    host = Host("stall-a", 3, stack, timing, tmp, seed=1)
+    jobs = connect(s).jobs
+
+    def final() -> int:
+        return sum(1 for r in reqs if (rec := jobs.get("t2", r.job_id)) and rec.status.final)
+
+    try:
+        host.start()
+        _until(lambda: tools({str(host.work_root)}), 30)  # the first job runs: its tool
+        started = time.monotonic()  # sleeps 3 s from about now
+        _until(lambda: host.logs[-1].read_text().count('"action": "cap_defer"') >= 3, 10)
+        time.sleep(max(0.0, started + 1.5 - time.monotonic()))
+        # the release fails for 3 s (settled again once it passes); the notes' reads for 7 s
+        host.proxy.inject("error", 3, service="dynamodb", operation="TransactWriteItems")
+        host.proxy.inject("error", 7, service="dynamodb", operation="Query")
+        time.sleep(7)
+        healed = time.time()
+        _until(lambda: final() == len(reqs), 25)
+        done = final()
+        starts = sorted(r.started_at for r in (jobs.get("t2", q.job_id) for q in reqs)
+                        if r and r.started_at and r.started_at > healed - 7)
+        log = host.logs[-1].read_text()
+    finally:
+        host.close()
+        stack.close()
+    failed_read = "could not read the parked jobs" in log or "no hand-over" in log
+    first = f"{starts[0] - healed:+.1f}s" if starts else "never"
+    print(f"failed notes read seen: {failed_read}; next start after the errors ended: {first}; "
+          f"jobs final within 25 s of that: {done} of {len(reqs)}")
+    return done < len(reqs)
+
+
 REPROS = {"poison": poison, "same-host-id": same_host_id, "dead-idle-child": dead_idle_child,
           "slow-acquire": slow_acquire, "lost-reply": lost_reply,
-          "stop-during-boot": stop_during_boot}
+          "stop-during-boot": stop_during_boot, "parked-stall": parked_stall}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,8 @@ from tests.fixtures.jobs import record_of
 from tests.fixtures.workers import Worker, layout, submit_jobs
 
 
-def run(settings, tmp_path, backends, slots: int, batches) -> tuple[list, Worker]:
+def run(settings, tmp_path, backends, slots: int, batches,
+        env: dict | None = None) -> tuple[list, Worker]:
     """Submit *batches* of (tenant, count, seconds) in order, then run one worker dry.
 
     The records' submission times are moved to the worker's start, in their
@@ -31,7 +32,8 @@ def run(settings, tmp_path, backends, slots: int, batches) -> tuple[list, Worker
     for tenant, count, seconds in batches:
         ids += submit_jobs(settings, tmp_path, tenant, count, layout(fake_sleep=seconds))
     boot = time.time()
-    worker = Worker(settings, tmp_path, "h1", "--slots", str(slots), "--exit-when-idle")
+    worker = Worker(settings, tmp_path, "h1", "--slots", str(slots), "--exit-when-idle",
+                    env=env)
     try:
         assert worker.wait(180) == 0, worker.tail()
     finally:
@@ -44,7 +46,8 @@ def run(settings, tmp_path, backends, slots: int, batches) -> tuple[list, Worker
 def replay(records, settings, slots: int, caps: dict):
     return simulate(from_records(records), Policy(
         slots=slots, cap=settings.default_cap, caps=caps, park_seconds=settings.park_seconds,
-        defer_seconds=settings.defer_seconds, poll_seconds=settings.poll_seconds))
+        defer_seconds=settings.defer_seconds, poll_seconds=settings.poll_seconds,
+        borrow=settings.borrow, reserve=settings.reserve_slots))
 
 
 def order(records) -> list[str]:
@@ -56,9 +59,9 @@ def sim_order(schedule) -> list[str]:
                                                     key=lambda i: schedule.first_start[i])]
 
 
-def handed_off(worker: Worker) -> int:
+def handed_off(worker: Worker, metric: str = "handed_off") -> int:
     return sum(1 for r in worker.records()
-               if r.get("action") == "metric" and r.get("metric") == "handed_off")
+               if r.get("action") == "metric" and r.get("metric") == metric)
 
 
 @pytest.mark.slow
@@ -90,3 +93,23 @@ class TestAgainstARealRun:
         assert (len(worker.actions("cap_defer")), handed_off(worker)) == \
             (sim.counts["parked"], sim.counts["handed_off"]) == (1, 1)
         assert sim.counts["owed"] == 0 and sim.counts["park_expired"] == 0
+
+    def test_a_parked_backlog_borrows_the_idle_slots(self, settings, backends, tmp_path):
+        """Cap 1 on 3 slots, borrowing with a reserve of 1: the backlog is parked, and each
+        freed slot goes to the next parked job, the own one handed over, the borrowed one
+        lent again, in the real run and in the replay alike.
+
+        Two run at once (one own, one borrowed) from the first batch to the last job, so
+        the parked jobs start two by two as their predecessors end.
+        """
+        backends.tenants.put(TenantConfig(tenant_id="heavy", cap=1))
+        lend = settings.evolve(park_seconds=60.0, borrow=True, reserve_slots=1)
+        records, worker = run(lend, tmp_path, backends, 3, [("heavy", 6, 0.5)],
+                              {"IMPOSER_BORROW": "1", "IMPOSER_RESERVE_SLOTS": "1"})
+        sim = replay(records, lend, 3, {"heavy": 1})
+        assert order(records) == sim_order(sim)
+        assert (len(worker.actions("cap_defer")), handed_off(worker),
+                handed_off(worker, "borrowed")) == \
+            (sim.counts["parked"], sim.counts["handed_off"], sim.counts["borrowed"]) == (4, 2, 3)
+        assert sim.counts["park_expired"] == 0
+        assert max(r.finished_at for r in records) - min(r.started_at for r in records) < 20

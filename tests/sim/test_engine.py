@@ -6,6 +6,7 @@ import pytest
 
 from imposer.errors import ConfigError
 from imposer.sim.engine import Policy, simulate
+from imposer.sim.headline import overlap
 from imposer.sim.workload import SimJob
 
 
@@ -24,16 +25,8 @@ def starts(schedule) -> list[float | None]:
 
 
 def concurrency(schedule, tenant: str | None = None) -> int:
-    edges = sorted([(a.start, 1) for a in schedule.attempts
-                    if tenant is None or schedule.jobs[a.job].tenant == tenant] +
-                   [(a.end, -1) for a in schedule.attempts
-                    if tenant is None or schedule.jobs[a.job].tenant == tenant],
-                   key=lambda e: (e[0], e[1]))
-    level = best = 0
-    for _, step in edges:
-        level += step
-        best = max(best, level)
-    return best
+    return overlap([(a.start, a.end) for a in schedule.attempts
+                    if tenant is None or schedule.jobs[a.job].tenant == tenant])
 
 
 class TestTheCap:
@@ -146,18 +139,32 @@ class TestBorrowing:
         at = {t: [a.borrowed for a in s.attempts if a.start == t] for t in (0, 10)}
         assert at == {0: [False, False, True, True], 10: [False]}
 
-    def test_a_freed_borrowed_slot_is_not_handed_off(self):
-        """a's borrowed jobs end at t=10 but a still holds its cap: its parked work waits.
-
-        The hand-off acquires within the cap, so the parked jobs start only
-        when a's own job ends (t=50), while with instant delivery the freed
-        slots are borrowed again at once.
+    def test_a_freed_borrowed_slot_is_lent_to_parked_work(self):
+        """a's borrowed jobs end at t=10 while a still holds its cap: its parked jobs borrow
+        the freed slots at once, as with instant delivery (not at t=50, when its own job ends).
         """
         work = jobs(("a", 0, 50), *[("a", 0, 10) for _ in range(4)])
         parked = simulate(work, Policy(slots=4, cap=1, borrow=True, reserve=1))
-        assert starts(parked) == [0, 0, 0, 50, 60]
+        assert parked.counts["parked"] == 2
+        assert starts(parked) == [0, 0, 0, 10, 10]
+        assert sum(a.borrowed for a in parked.attempts) == 4
         instant = simulate(work, Policy(slots=4, cap=1, borrow=True, reserve=1).perfect())
         assert starts(instant) == [0, 0, 0, 10, 10]
+
+    def test_parked_work_never_borrows_the_reserve(self):
+        """Lending parked work keeps the reserve free: at most 3 of 4 slots run at once."""
+        work = jobs(*[("a", 0, 10) for _ in range(9)])
+        s = simulate(work, Policy(slots=4, cap=1, borrow=True, reserve=1))
+        assert concurrency(s) == 3
+        assert starts(s) == [0, 0, 0, 10, 10, 10, 20, 20, 20]
+
+    def test_parked_work_does_not_borrow_while_a_tenant_below_its_cap_waits(self):
+        """b's retrying job is waiting below b's cap: a's borrowed slots are not lent again."""
+        work = jobs(("b", 0, 5, ("retry", "succeeded")),
+                    *[("a", 0, 10) for _ in range(6)])
+        s = simulate(work, Policy(slots=4, cap=1, borrow=True, reserve=0, retry_seconds=100))
+        at10 = [(s.jobs[a.job].tenant, a.borrowed) for a in s.attempts if a.start == 10]
+        assert at10 == [("a", False)]
 
 
 class TestRetries:

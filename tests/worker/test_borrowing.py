@@ -81,6 +81,20 @@ class TestPolicy:
         assert p.refresh() == frozenset()
         assert p.allows("acme", 5) is None
 
+    def test_the_view_names_capped_tenants_with_work_waiting(self, backends):
+        """A tenant at its cap with a parked job is a borrower (with its borrowed count); one
+        below its cap with a queued job is re-driven and blocks borrowing."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        backends.leases.acquire(request("acme"), "h", 0)
+        backends.leases.acquire(request("acme"), "h", 1, borrow=True)
+        backends.jobs.note_waiting(request("acme"), time.time(), "at tenant cap", deferred=True)
+        backends.jobs.note_waiting(request("globex"), time.time(), "queued")
+        p = policy(backends)
+        p.refresh()
+        view = p.view()
+        assert (dict(view.at_cap), view.below_cap, view.blockers, view.generation) == \
+            ({"acme": 1}, {"globex"}, {"globex"}, 1)
+
     def test_off_by_default(self, backends):
         """Borrowing stays off unless enabled, so the seed's static cap is the default."""
         assert backends.settings.borrow is False

@@ -29,3 +29,19 @@ class TestOwnFirst:
 
     def test_a_host_with_no_notes_of_its_own_steals_from_the_far_end(self):
         assert policy.own_first(["b1", "b2", "b3"], lambda note: False) == ["b3", "b2", "b1"]
+
+
+class TestBorrowTurns:
+    def test_idle_slots_beyond_the_reserve_go_to_parked_work(self):
+        """Five free slots with one in reserve: four turns, all to the one capped tenant."""
+        assert policy.borrow_turns(True, 5, 1, {"a": 0}, ()) == ["a"] * 4
+
+    def test_two_capped_tenants_share_the_idle_slots(self):
+        """The tenant borrowing fewest goes first, so neither takes every slot."""
+        assert policy.borrow_turns(True, 5, 0, {"a": 2, "b": 0}, ()) == ["b", "b", "a", "b", "a"]
+
+    def test_no_turn_while_a_tenant_below_its_cap_waits(self):
+        """A blocker other than the borrower stops every turn; the reserve is never lent."""
+        assert policy.borrow_turns(True, 5, 1, {"a": 0}, ["c"]) == []
+        assert policy.borrow_turns(True, 1, 1, {"a": 0}, ()) == []
+        assert policy.borrow_turns(False, 5, 1, {"a": 0}, ()) == []
