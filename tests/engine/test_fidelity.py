@@ -8,7 +8,6 @@ pixels are read.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,13 +20,6 @@ from imposer.errors import InputPdfError, LayoutError
 from tests.engine.test_engine import A4, A5, MM, placements
 
 DPI = 36
-
-
-@pytest.fixture(scope="module")
-def poppler():
-    """Fail clearly (not skip) when poppler is missing: these checks need a renderer."""
-    if not shutil.which("pdftoppm") or not shutil.which("pdftotext"):
-        pytest.fail("pdftoppm/pdftotext not found: apt-get install poppler-utils")
 
 
 def render(path: Path, page: int = 1) -> tuple[int, int, bytes]:
