@@ -102,7 +102,8 @@ def _impose(layout: Layout, in_path: Path, out_path: Path, slug_fields: dict[str
         sides = plan(layout, len(pages), geometry.grid)
         warnings: list[str] = []
         if layout.annotations == "flatten":
-            flatten_annotations(src)
+            built = flatten_annotations(src)
+            warnings += built.warnings
         sheets = len(sides) // 2 if two_sided(layout) else len(sides)
         writer = Writer(src, out, layout, geometry, pages, fits, budget, slug_fields)
         writer.write(sides, sheets)

@@ -102,6 +102,59 @@ def annotated(path: Path) -> Path:
 GREEN, RED, BLUE, WHITE = (0, 255, 0), (255, 0, 0), (0, 0, 255), (255, 255, 255)
 
 
+def reviewed(path: Path) -> Path:
+    """Write a page of text marked up as a review tool does: geometry and colour, no /AP."""
+    text = b"BT /F1 14 Tf 40 500 Td (Highlighted words on a page) Tj ET 0 g 150 495 40 20 re f"
+    pdf = page_pdf(path, text)
+    pdf.pages[0].obj.Resources.Font = Dictionary(F1=pdf.make_indirect(Dictionary(
+        Type=Name.Font, Subtype=Name.Type1, BaseFont=Name.Helvetica)))
+    highlight = Dictionary(Type=Name.Annot, Subtype=Name.Highlight, F=4, C=[1, 1, 0],
+                           Rect=[38, 495, 260, 515],
+                           QuadPoints=[38, 515, 260, 515, 38, 495, 260, 495])
+    ink = Dictionary(Type=Name.Annot, Subtype=Name.Ink, F=4, C=[1, 0, 0],
+                     BS=Dictionary(W=3), Rect=[40, 300, 300, 400],
+                     InkList=[[50, 310, 120, 390, 200, 320, 290, 380]])
+    square = Dictionary(Type=Name.Annot, Subtype=Name.Square, F=4, C=[0, 0, 1],
+                        BS=Dictionary(W=4), Rect=[60, 100, 200, 200])
+    note = Dictionary(Type=Name.Annot, Subtype=Name.Text, F=4, Rect=[300, 550, 320, 570],
+                      Contents=String("check this"), NM=String("note-1"))
+    pdf.pages[0].obj.Annots = Array([pdf.make_indirect(a) for a in (highlight, ink, square,
+                                                                     note)])
+    pdf.save(path)
+    return path
+
+
+def form(path: Path) -> Path:
+    """Write a form whose filler set /NeedAppearances: an empty field and a ticked check box."""
+    pdf = page_pdf(path, b"")
+    page = pdf.pages[0].obj
+    empty = pdf.make_indirect(Dictionary(
+        Type=Name.Annot, Subtype=Name.Widget, FT=Name.Tx, T=String("name"), F=4,
+        Rect=[40, 400, 300, 440], DA=String("/Helv 12 Tf 0 g"), BS=Dictionary(W=3),
+        MK=Dictionary(BC=[0, 0, 1]), P=page))
+    box = pdf.make_indirect(Dictionary(
+        Type=Name.Annot, Subtype=Name.Widget, FT=Name.Btn, T=String("agree"), F=4,
+        V=Name.Yes, AS=Name.Yes, Rect=[40, 300, 80, 340], BS=Dictionary(W=3),
+        MK=Dictionary(BC=[1, 0, 0], CA=String("4")), P=page))
+    page.Annots = Array([empty, box])
+    font = pdf.make_indirect(Dictionary(Type=Name.Font, Subtype=Name.Type1,
+                                        BaseFont=Name.Helvetica))
+    pdf.Root.AcroForm = Dictionary(Fields=[empty, box], NeedAppearances=True,
+                                   DR=Dictionary(Font=Dictionary(Helv=font)))
+    pdf.save(path)
+    return path
+
+
+def count(image: tuple[int, int, bytes], colour: tuple[int, int, int]) -> int:
+    """Count the pixels near *colour* (each channel within 60)."""
+    data = image[2]
+    return sum(1 for i in range(0, len(data), 3)
+               if all(abs(data[i + c] - colour[c]) < 60 for c in range(3)))
+
+
+YELLOW, BLACK = (255, 255, 0), (0, 0, 0)
+
+
 class TestLayers:
     def test_hidden_layer_stays_hidden(self, tmp_path, poppler):
         """A layer off by default in the source does not print on the plate; one on does."""
@@ -192,6 +245,36 @@ class TestAnnotations:
         out = tmp_path / "out.pdf"
         impose(load_layout(one_up()), annotated(tmp_path / "in.pdf"), out)
         assert "HELLO 42" in text_of(out)
+
+    def test_markup_without_appearance_prints(self, tmp_path, poppler):
+        """Highlight, ink and square annotations with no /AP print as poppler shows the source."""
+        src, out = reviewed(tmp_path / "in.pdf"), tmp_path / "out.pdf"
+        impose(load_layout(one_up()), src, out)
+        source, plate = render(src), render(out)
+        for colour in (YELLOW, RED, BLUE):
+            assert count(source, colour) > 50
+            assert count(plate, colour) >= 0.8 * count(source, colour), colour
+        # the black bar under the marker stays black: the highlight multiplies, not covers
+        assert count(plate, BLACK) >= 0.8 * count(source, BLACK) > 100
+
+    def test_undrawable_annotation_is_named(self, tmp_path):
+        """A note without an appearance is named by page and annotation in the job's warnings."""
+        summary = impose(load_layout(one_up()), reviewed(tmp_path / "in.pdf"),
+                         tmp_path / "out.pdf")
+        assert summary.warnings == (
+            "annotation without an appearance stream is not printed (the engine cannot draw "
+            "it faithfully): page 1 annotation 4 (Text 'note-1')",)
+
+    def test_need_appearances_keeps_borders_and_ticks(self, tmp_path, poppler):
+        """An empty field's border and a ticked check box (border and tick) print as poppler
+        shows the source."""
+        src, out = form(tmp_path / "in.pdf"), tmp_path / "out.pdf"
+        impose(load_layout(one_up()), src, out)
+        source, plate = render(src), render(out)
+        for colour in (BLUE, RED):  # the borders
+            assert count(source, colour) > 20
+            assert count(plate, colour) >= 0.8 * count(source, colour), colour
+        assert count(plate, BLACK) > 20  # the tick (poppler draws none for the source)
 
     def test_drop(self, tmp_path, poppler):
         """``annotations: drop`` leaves annotations and field values off the plate."""
