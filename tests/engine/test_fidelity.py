@@ -18,6 +18,7 @@ from pikepdf import Array, Dictionary, Name, String
 from imposer.engine import impose, load_layout
 from imposer.errors import InputPdfError, LayoutError
 from tests.engine.test_engine import A4, A5, MM, placements
+from tests.fixtures.documents import LINE_YS, pdftex_form, review_page
 
 DPI = 36
 
@@ -153,6 +154,16 @@ def count(image: tuple[int, int, bytes], colour: tuple[int, int, int]) -> int:
 
 
 YELLOW, BLACK = (255, 255, 0), (0, 0, 0)
+#: 12 pt text rendered at DPI: anti-aliased to dark grey (dark yellow under a marker).
+TEXT = (50, 50, 50)
+
+
+def same_size(path: Path) -> dict:
+    """A layout placing each page of *path* alone on a sheet of its own size."""
+    with pikepdf.open(path) as pdf:
+        x0, y0, x1, y1 = (float(v) for v in pdf.pages[0].mediabox)
+    return {"version": 1, "kind": "nup", "units": "pt", "grid": {"cols": 1, "rows": 1},
+            "sheet": {"width": x1 - x0, "height": y1 - y0}}
 
 
 class TestLayers:
@@ -256,6 +267,33 @@ class TestAnnotations:
             assert count(plate, colour) >= 0.8 * count(source, colour), colour
         # the black bar under the marker stays black: the highlight multiplies, not covers
         assert count(plate, BLACK) >= 0.8 * count(source, BLACK) > 100
+
+    def test_review_tool_page_highlights_print(self, tmp_path, poppler):
+        """A review tool's page of real text: its highlights and ink (no /AP) print over the
+        words, and only the note is named."""
+        src, out = review_page(tmp_path / "in.pdf"), tmp_path / "out.pdf"
+        summary = impose(load_layout(same_size(src)), src, out)
+        source, plate = render(src), render(out)
+        for colour, least in ((YELLOW, 2000), (RED, 50)):
+            assert count(source, colour) > least
+            assert count(plate, colour) >= 0.9 * count(source, colour), colour
+        # the highlighted words stay dark: the marker multiplies over the text (three of
+        # the 21 lines lie under it, so a marker covering them would lose about 15%)
+        assert count(plate, TEXT) >= 0.95 * count(source, TEXT) > 500
+        assert summary.warnings == (
+            "annotation without an appearance stream is not printed (the engine cannot draw "
+            "it faithfully): page 1 annotation 1 (Text)",)
+
+    def test_pdftex_form_borders_print(self, tmp_path, poppler):
+        """A pdfTeX-style form (/NeedAppearances, empty fields, check boxes, one a kid of its
+        field) over a page of text: every red /MK border prints."""
+        src, out = pdftex_form(tmp_path / "in.pdf"), tmp_path / "out.pdf"
+        impose(load_layout(same_size(src)), src, out)
+        source, plate = render(src), render(out)
+        assert count(source, RED) > 100
+        assert count(plate, RED) >= 0.8 * count(source, RED)
+        for x, y in ((72, 210), (72, 170), (72, 120), (120, 120)):  # each widget's left edge
+            assert colour_at(plate, x + 0.5, y) == colour_at(source, x + 0.5, y) != WHITE
 
     def test_undrawable_annotation_is_named(self, tmp_path):
         """A note without an appearance is named by page and annotation in the job's warnings."""

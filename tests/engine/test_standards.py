@@ -4,7 +4,8 @@
 preflight starts with: the header's PDF version, no object or cross-reference
 streams, every font embedded, no device colour the output intent does not
 allow, no transparency, an unfiltered XMP stream and a file /ID. The sources
-are real PDF/A-1b and PDF/X-1a files made here, each passing these rules.
+are PDF/A-1b and PDF/X-1a files made here, each passing these rules, one of
+them a page of text in an embedded TrueType font written by matplotlib.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pikepdf import Array, Dictionary, Name, String
 
 from imposer.engine import impose, load_layout
 from tests.engine.test_engine import A5, MM
+from tests.fixtures.documents import pdfa_1b_document
 
 #: Every printer's mark and a slug: A5 with 3 mm bleed on an A4 sheet.
 MARKED = {"version": 1, "kind": "nup", "sheet": {"size": "A4", "orientation": "portrait"},
@@ -195,6 +197,22 @@ class TestStandards:
         assert summary.warnings == ()
         assert violations(out, "1.4") == []
         assert claims(out) == {"pdfaid:part": "1", "pdfaid:conformance": "B"}
+
+    def test_text_pdfa_plate_keeps_its_claim(self, tmp_path):
+        """A PDF/A-1b page of text (embedded TrueType, sRGB intent, US Letter) with every
+        mark on SRA3 stays PDF/A-1b by the rules, its font still embedded."""
+        source, out = pdfa_1b_document(tmp_path / "in.pdf"), tmp_path / "out.pdf"
+        assert violations(source, "1.4") == []
+        layout = {**MARKED, "sheet": {"size": "SRA3", "orientation": "portrait"}}
+        summary = impose(load_layout(layout), source, out)
+        # a text page comes without bleed; nothing else is worth a warning
+        assert [w for w in summary.warnings if "bleed" not in w] == []
+        assert violations(out, "1.4") == []
+        assert claims(out) == {"pdfaid:part": "1", "pdfaid:conformance": "B"}
+        with pikepdf.open(out) as pdf:
+            assert b"DejaVuSans" in b"".join(
+                bytes(str(each.get("/BaseFont")), "ascii") for each in pdf.objects
+                if isinstance(each, Dictionary) and each.get("/Type") == Name.Font)
 
     def test_pdfx_1a_plate_keeps_its_claim(self, tmp_path):
         """A PDF/X-1a:2001 source with every mark gives a PDF 1.3 plate that keeps the rules."""
