@@ -23,6 +23,7 @@ import pikepdf
 from pikepdf import Name
 
 from imposer.engine.marks import num
+from imposer.engine.source import inherited
 
 #: Annotation flags (PDF 32000 table 165).
 HIDDEN, PRINT = 2, 4
@@ -59,9 +60,10 @@ def build_missing(pdf: pikepdf.Pdf) -> Built:
             continue
         for position, annot in enumerate(annots, start=1):
             if not isinstance(annot, pikepdf.Dictionary) or not _printable(annot) \
-                    or _has_appearance(annot):
+                    or _has_appearance(annot) or _settle_state(annot):
                 continue
-            subtype = str(annot.get("/Subtype", "/Unknown"))
+            kind = annot.get("/Subtype")
+            subtype = str(kind) if isinstance(kind, Name) else "/Unknown"
             if subtype in _SILENT:
                 continue
             builder = _BUILDERS.get(subtype)
@@ -109,6 +111,23 @@ def _has_appearance(annot: pikepdf.Dictionary) -> bool:
         state = annot.get("/AS")
         return isinstance(state, Name) and isinstance(normal.get(str(state)), pikepdf.Stream)
     return False
+
+
+def _settle_state(annot: pikepdf.Dictionary) -> bool:
+    """Pick the state of a button that has appearances per state but no /AS, from its value.
+
+    Return whether the annotation can now be drawn from its own appearances.
+    """
+    ap = annot.get("/AP")
+    normal = ap.get("/N") if isinstance(ap, pikepdf.Dictionary) else None
+    if not isinstance(normal, pikepdf.Dictionary) or isinstance(annot.get("/AS"), Name):
+        return False
+    value = inherited(annot, "/V")
+    state = str(value) if isinstance(value, Name) and str(value) in normal else "/Off"
+    if not isinstance(normal.get(state), pikepdf.Stream):
+        return False
+    annot.AS = Name(state)
+    return True
 
 
 def _numbers(value: object) -> list[float]:
@@ -182,8 +201,11 @@ def _opacity(annot: pikepdf.Dictionary, blend: str | None) -> tuple[pikepdf.Dict
 
 def _markup(pdf: pikepdf.Pdf, annot: pikepdf.Dictionary, ops: list[str],
             points: list[tuple[float, float]], reach: float, blend: str | None = None) -> bool:
-    """Set a page-space appearance drawing *ops*, its box grown to cover *points*; return
-    whether it is transparent."""
+    """Give *annot* a page-space appearance drawing *ops*; return whether it is transparent.
+
+    Its box (and the annotation's /Rect) grows to cover *points* plus *reach*, so a
+    stroke's width is never clipped.
+    """
     rect = _rect(annot)
     xs = [p[0] for p in points] + ([rect[0], rect[2]] if rect else [])
     ys = [p[1] for p in points] + ([rect[1], rect[3]] if rect else [])
@@ -344,18 +366,6 @@ def _poly(closed: bool):
     return build
 
 
-def _field(annot: pikepdf.Dictionary, key: str) -> object:
-    """Return a field attribute, inherited from the field's parents."""
-    node = annot
-    for _ in range(32):
-        if key in node:
-            return node[key]
-        node = node.get("/Parent")
-        if not isinstance(node, pikepdf.Dictionary):
-            return None
-    return None
-
-
 def _widget(pdf, annot, form) -> bool | None:
     """Build a form field's border and background, with a check box's or radio's mark."""
     rect = _rect(annot)
@@ -365,7 +375,7 @@ def _widget(pdf, annot, form) -> bool | None:
     mk = annot.get("/MK")
     mk = mk if isinstance(mk, pikepdf.Dictionary) else pikepdf.Dictionary()
     frame = _frame(annot, mk, w, h)
-    kind, flags = _field(annot, "/FT"), _field(annot, "/Ff")
+    kind, flags = inherited(annot, "/FT"), inherited(annot, "/Ff")
     flags = int(flags) if isinstance(flags, int) else 0
     if kind in (Name.Tx, Name.Ch):
         # qpdf writes the value between these markers (see document.flatten_annotations)
@@ -384,7 +394,7 @@ def _widget(pdf, annot, form) -> bool | None:
         states[on] = _stream(pdf, frame + mark, (0, 0, w, h))
         annot.AP = pikepdf.Dictionary(N=states)
         if not isinstance(annot.get("/AS"), Name):
-            value = _field(annot, "/V")
+            value = inherited(annot, "/V")
             annot.AS = Name(on) if value == Name(on) else Name.Off
         return False
     if not frame:
@@ -415,7 +425,7 @@ def _frame(annot: pikepdf.Dictionary, mk: pikepdf.Dictionary, w: float, h: float
 
 def _on_state(annot: pikepdf.Dictionary) -> str:
     """Return the name of a button's on state: its /AS or value if not Off, else /Yes."""
-    for value in (annot.get("/AS"), _field(annot, "/V")):
+    for value in (annot.get("/AS"), inherited(annot, "/V")):
         if isinstance(value, Name) and value != Name.Off:
             return str(value)
     return "/Yes"

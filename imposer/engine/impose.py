@@ -23,8 +23,8 @@ from pathlib import Path
 import attrs
 import pikepdf
 
-from imposer.engine.budget import Budget
 from imposer.engine.appearances import Built
+from imposer.engine.budget import Budget
 from imposer.engine.document import carry_over, flatten_annotations
 from imposer.engine.geometry import sheet_geometry
 from imposer.engine.layout import Layout

@@ -303,6 +303,17 @@ class TestAnnotations:
             "annotation without an appearance stream is not printed (the engine cannot draw "
             "it faithfully): page 1 annotation 4 (Text 'note-1')",)
 
+    def test_subtype_not_a_name_is_unknown(self, tmp_path):
+        """An annotation whose /Subtype is not a name (a string here) is named Unknown."""
+        pdf = page_pdf(tmp_path / "in.pdf", b"")
+        pdf.pages[0].obj.Annots = Array([pdf.make_indirect(Dictionary(
+            Type=Name.Annot, Subtype=String("Highlight"), F=4, Rect=[20, 20, 60, 40]))])
+        pdf.save(tmp_path / "in.pdf")
+        summary = impose(load_layout(one_up()), tmp_path / "in.pdf", tmp_path / "out.pdf")
+        assert summary.warnings == (
+            "annotation without an appearance stream is not printed (the engine cannot draw "
+            "it faithfully): page 1 annotation 1 (Unknown)",)
+
     def test_need_appearances_keeps_borders_and_ticks(self, tmp_path, poppler):
         """An empty field's border and a ticked check box (border and tick) print as poppler
         shows the source."""
@@ -313,6 +324,25 @@ class TestAnnotations:
             assert count(source, colour) > 20
             assert count(plate, colour) >= 0.8 * count(source, colour), colour
         assert count(plate, BLACK) > 20  # the tick (poppler draws none for the source)
+
+    def test_button_state_from_its_value(self, tmp_path, poppler):
+        """A check box with its own per-state appearances but no /AS prints the state its
+        value names (a green box), not a border the engine would build."""
+        src, out = page_pdf(tmp_path / "in.pdf", b""), tmp_path / "out.pdf"
+        on = src.make_stream(b"0 1 0 rg 0 0 40 40 re f", Type=Name.XObject,
+                             Subtype=Name.Form, BBox=[0, 0, 40, 40])
+        off = src.make_stream(b"", Type=Name.XObject, Subtype=Name.Form, BBox=[0, 0, 40, 40])
+        box = src.make_indirect(Dictionary(
+            Type=Name.Annot, Subtype=Name.Widget, FT=Name.Btn, T=String("ok"), F=4,
+            V=Name("/On"), Rect=[40, 300, 80, 340], MK=Dictionary(BC=[1, 0, 0]),
+            AP=Dictionary(N=Dictionary({"/On": on, "/Off": off}))))
+        src.pages[0].obj.Annots = Array([box])
+        src.Root.AcroForm = Dictionary(Fields=[box])
+        src.save(tmp_path / "in.pdf")
+        summary = impose(load_layout(one_up()), tmp_path / "in.pdf", out)
+        plate = render(out)
+        assert colour_at(plate, ORIGIN[0] + 60, ORIGIN[1] + 320) == GREEN
+        assert count(plate, RED) == 0 and summary.warnings == ()
 
     def test_drop(self, tmp_path, poppler):
         """``annotations: drop`` leaves annotations and field values off the plate."""
