@@ -1,16 +1,17 @@
 """Where each cell of a sheet goes, in points, for both sides of the sheet.
 
 Cells are the trim rectangles of the grid, centred in the sheet's area inside
-the margins, with the gutter between trims. The margins are the press's, so on
-a sheet printed on both sides they hold on the back as well: the back is
-printed on the same press with the sheet turned (left and right edges swap) or
-tumbled (head and tail swap, so the gripper takes the other edge), and the
-block keeps the larger margin of each swapped pair on both of those edges. Each cell's clip is its trim plus
+the margins, with the gutter between trims. Each cell's clip is its trim plus
 the bleed on every side that has bleed (a booklet's pages have none at the
-fold). The back of a sheet is the mirror image of the front about the sheet's
-vertical centre line, so a work-and-turn back lines up with its front; a
-work-and-tumble back mirrors it about the horizontal centre line instead, with
-every page turned 180 degrees, because the sheet is turned head over tail.
+fold). The margins are the press's, so on a sheet printed on both sides they
+hold on the back as well: the back is printed on the same press with the sheet
+turned (left and right edges swap) or tumbled (head and tail swap, so the
+gripper takes the other edge), and the block keeps the larger margin of each
+swapped pair on both of those edges. The back of a sheet is the mirror image of
+the front about the sheet's vertical centre line, so a work-and-turn back lines
+up with its front; a work-and-tumble back mirrors it about the horizontal centre
+line instead, with every page turned 180 degrees, because the sheet is turned
+head over tail.
 """
 
 from __future__ import annotations
