@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pikepdf
 import pytest
-from PIL import ImageCms
 from pikepdf import Array, Dictionary, Name, String
 
 from imposer.engine import impose, load_layout
 from tests.engine.test_engine import A5, MM
-from tests.fixtures.documents import pdfa_1b_document
+from tests.fixtures.documents import claim_pdfa_1b, pdfa_1b_document
 
 #: Every printer's mark and a slug: A5 with 3 mm bleed on an A4 sheet.
 MARKED = {"version": 1, "kind": "nup", "sheet": {"size": "A4", "orientation": "portrait"},
@@ -52,14 +51,7 @@ def save_old(pdf: pikepdf.Pdf, path: Path, version: str) -> Path:
 def pdfa_1b(path: Path) -> Path:
     """Write a PDF/A-1b file: PDF 1.4, an sRGB output intent, RGB art, the XMP claim."""
     pdf = artwork(b"0.8 0.1 0.1 rg 0 0 500 700 re f 0 0 1 RG 4 w 50 50 m 300 300 l S")
-    icc = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
-    pdf.Root.OutputIntents = Array([Dictionary(
-        Type=Name.OutputIntent, S=Name.GTS_PDFA1, OutputConditionIdentifier=String("sRGB"),
-        DestOutputProfile=pdf.make_stream(icc, N=3))])
-    with pdf.open_metadata(set_pikepdf_as_editor=False) as meta:
-        meta["pdfaid:part"] = "1"
-        meta["pdfaid:conformance"] = "B"
-        meta["dc:title"] = "Annual report"
+    claim_pdfa_1b(pdf, "Annual report")
     return save_old(pdf, path, "1.4")
 
 
