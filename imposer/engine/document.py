@@ -5,7 +5,8 @@ A press needs more than the page content: the optional content configuration
 of a PDF/X or PDF/A file (the colour condition the printer proofs to), and the
 document's metadata, with the producer and dates updated. Annotations are
 flattened into the pages first (their print appearances, form field values
-included), because a form XObject made from a page carries no annotations.
+included, built from their geometry where they have none), because a form
+XObject made from a page carries no annotations.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from xml.etree import ElementTree
 
 import pikepdf
 
+from imposer.engine.appearances import Built, build_missing
+
 logger = logging.getLogger(__name__)
 
 #: Document information keys copied to the plate (the rest describe the source file).
@@ -25,20 +28,22 @@ _RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}RDF"
 PRODUCER = f"imposer open engine (pikepdf {pikepdf.__version__})"
 
 
-def flatten_annotations(src: pikepdf.Pdf) -> int:
-    """Draw the print appearance of every annotation into its page; return pages touched.
+def flatten_annotations(src: pikepdf.Pdf) -> Built:
+    """Draw the print appearance of every annotation into its page; say what was built.
 
-    Form fields get appearance streams first (a filled field may have none when
-    the filler set /NeedAppearances), so their values print.
+    Annotations without an appearance stream get one first (appearances), and
+    then form fields their values: a filled field may have none when the filler
+    set /NeedAppearances, and qpdf writes the value into the stream built here,
+    inside the field's border.
     """
-    touched = sum(1 for page in src.pages if "/Annots" in page.obj)
-    if not touched:
-        return 0
+    if not any("/Annots" in page.obj for page in src.pages):
+        return Built()
+    built = build_missing(src)
     form = src.Root.get("/AcroForm")
     if isinstance(form, pikepdf.Dictionary) and "/Fields" in form:
         src.generate_appearance_streams()
     src.flatten_annotations(mode="print")
-    return touched
+    return built
 
 
 def carry_over(src: pikepdf.Pdf, out: pikepdf.Pdf) -> list[str]:

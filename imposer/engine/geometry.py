@@ -3,10 +3,15 @@
 Cells are the trim rectangles of the grid, centred in the sheet's area inside
 the margins, with the gutter between trims. Each cell's clip is its trim plus
 the bleed on every side that has bleed (a booklet's pages have none at the
-fold). The back of a sheet is the mirror image of the front about the sheet's
-vertical centre line, so a work-and-turn back lines up with its front; a
-work-and-tumble back mirrors it about the horizontal centre line instead, with
-every page turned 180 degrees, because the sheet is turned head over tail.
+fold). The margins are the press's, so on a sheet printed on both sides they
+hold on the back as well: the back is printed on the same press with the sheet
+turned (left and right edges swap) or tumbled (head and tail swap, so the
+gripper takes the other edge), and the block keeps the larger margin of each
+swapped pair on both of those edges. The back of a sheet is the mirror image of
+the front about the sheet's vertical centre line, so a work-and-turn back lines
+up with its front; a work-and-tumble back mirrors it about the horizontal centre
+line instead, with every page turned 180 degrees, because the sheet is turned
+head over tail.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import math
 import attrs
 
 from imposer.engine.fields import show, show_over
-from imposer.engine.layout import Grid, Layout
+from imposer.engine.layout import Grid, Layout, Margins
 from imposer.errors import LayoutError
 
 #: Overshoot forgiven when checking that pages fit, points: covers sizes written
@@ -115,9 +120,26 @@ def extent(layout: Layout) -> tuple[float, float]:
     return (x + (band if marks.registration else 0.0), x + (band if marks.outer_band else 0.0))
 
 
+def press_margins(layout: Layout) -> Margins:
+    """Return the margins the block keeps on the sheet, so that both sides keep theirs.
+
+    The back's margins, seen on the sheet, are the front's mirrored by the duplex:
+    a work-and-turn back swaps left and right, a work-and-tumble back top and
+    bottom. Each edge keeps the larger of the two margins that fall on it.
+    """
+    m = layout.margins
+    if layout.duplex == "work_and_turn":
+        side = max(m.left, m.right)
+        return attrs.evolve(m, left=side, right=side)
+    if layout.duplex == "work_and_tumble":
+        end = max(m.top, m.bottom)
+        return attrs.evolve(m, top=end, bottom=end)
+    return m
+
+
 def fit_grid(layout: Layout, cell_w: float, cell_h: float) -> Grid:
     """Return the layout's grid, or the largest grid of this cell size the sheet holds."""
-    s, m, g = layout.sheet, layout.margins, layout.gutter
+    s, m, g = layout.sheet, press_margins(layout), layout.gutter
     ext_x, ext_y = extent(layout)
     room_w = s.width - m.left - m.right - 2 * ext_x
     room_h = s.height - m.top - m.bottom - 2 * ext_y
@@ -140,9 +162,18 @@ def fit_grid(layout: Layout, cell_w: float, cell_h: float) -> Grid:
         raise LayoutError(
             f"layout field 'grid': {shown} cells of {show(cell_w)} x "
             f"{show(cell_h)} need {nw} x {nh} with gutter, bleed and marks, "
-            f"but the sheet {layout.sheet.label} holds {hw} x {hh} inside its margins "
+            f"but the sheet {layout.sheet.label} holds {hw} x {hh} inside its margins"
+            f"{_both_sides(layout)} "
             f"({' and '.join(over)}; fit checks forgive {FIT_TOLERANCE} pt)")
     return grid
+
+
+def _both_sides(layout: Layout) -> str:
+    """Say, when the duplex widened a margin, that both sides' margins were kept."""
+    if press_margins(layout) == layout.margins:
+        return ""
+    edges = "left and right" if layout.duplex == "work_and_turn" else "top and bottom"
+    return f" on both sides (the back swaps {edges}, so each keeps the larger)"
 
 
 def mirror_index(index: int, grid: Grid) -> int:
@@ -165,7 +196,7 @@ def behind(index: int, grid: Grid, duplex: str) -> int:
 def sheet_geometry(layout: Layout, cell_w: float, cell_h: float) -> SheetGeometry:
     """Lay out the cells of one sheet for pages whose trim is cell_w x cell_h points."""
     grid = fit_grid(layout, cell_w, cell_h)
-    s, m, g, bleed = layout.sheet, layout.margins, layout.gutter, layout.bleed
+    s, m, g, bleed = layout.sheet, press_margins(layout), layout.gutter, layout.bleed
     block_w = grid.cols * cell_w + (grid.cols - 1) * g.x
     block_h = grid.rows * cell_h + (grid.rows - 1) * g.y
     x0 = m.left + (s.width - m.left - m.right - block_w) / 2

@@ -5,7 +5,8 @@ budget), measure its pages and decide each one's turn and scale (placement),
 lay out the sheet (geometry) and the page order (order), check the size of
 the job against the budget, flatten annotations and write the sheets
 (document, writer), then carry the document's layers, output intent and
-metadata over and save atomically.
+metadata over, keep only the PDF/A and PDF/X claims the plate meets
+(standards), and save atomically.
 
 Bad input raises only LayoutError, InputPdfError or TooLarge; an output that
 cannot be written raises OSError.
@@ -22,6 +23,7 @@ from pathlib import Path
 import attrs
 import pikepdf
 
+from imposer.engine.appearances import Built
 from imposer.engine.budget import Budget
 from imposer.engine.document import carry_over, flatten_annotations
 from imposer.engine.geometry import sheet_geometry
@@ -30,6 +32,7 @@ from imposer.engine.order import plan, side_count, two_sided
 from imposer.engine.placement import cell_size, fit_page
 from imposer.engine.presets import load_layout
 from imposer.engine.source import open_input, read_pages
+from imposer.engine.standards import read_standards, revoke
 from imposer.engine.writer import Writer, bleed_warnings
 from imposer.errors import InputPdfError, TooLarge
 
@@ -101,14 +104,18 @@ def _impose(layout: Layout, in_path: Path, out_path: Path, slug_fields: dict[str
         budget.check_layout(geometry.width * geometry.height, count, count * cells)
         sides = plan(layout, len(pages), geometry.grid)
         warnings: list[str] = []
-        if layout.annotations == "flatten":
-            flatten_annotations(src)
+        standards = read_standards(src)
+        built = flatten_annotations(src) if layout.annotations == "flatten" else Built()
+        warnings += built.warnings
         sheets = len(sides) // 2 if two_sided(layout) else len(sides)
-        writer = Writer(src, out, layout, geometry, pages, fits, budget, slug_fields)
+        writer = Writer(src, out, layout, geometry, pages, fits, budget, slug_fields,
+                        standards.process or "/DeviceCMYK")
         writer.write(sides, sheets)
         warnings += bleed_warnings(layout, writer.short_bleed)
         warnings += carry_over(src, out)
-        _save(out, out_path, src.pdf_version)
+        warnings += revoke(out, standards, standards.broken(
+            src.pdf_version, built.transparent, layout.marks is not None))
+        _save(out, out_path, src.pdf_version, standards.object_streams)
     placed = sum(p is not None for side in sides for p in side)
     return ImposeSummary(
         sheets=sheets, sheet_width=geometry.width, sheet_height=geometry.height,
@@ -119,18 +126,22 @@ def _impose(layout: Layout, in_path: Path, out_path: Path, slug_fields: dict[str
         turned=tuple(i + 1 for i, f in enumerate(fits) if f.turn))
 
 
-def _save(out: pikepdf.Pdf, path: Path, version: str) -> None:
+def _save(out: pikepdf.Pdf, path: Path, version: str, object_streams: bool) -> None:
     """Write the sheets beside *path*, then rename, so no half-written plate is left.
 
     Streams are copied as they are (never decoded and recompressed): faster, and a
-    stream that would expand past the budget is never expanded here.
+    stream that would expand past the budget is never expanded here. Object
+    streams (PDF 1.5) make the plate smaller, unless a standard the source claims
+    predates them: then the plate keeps the source's version and a classic xref table.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    mode = pikepdf.ObjectStreamMode.generate if object_streams \
+        else pikepdf.ObjectStreamMode.disable
     try:
         with open(tmp, "wb") as stream:  # an unwritable output is OSError, not bad input
             out.save(stream, compress_streams=True, min_version=version,
                      stream_decode_level=pikepdf.StreamDecodeLevel.none,
-                     object_stream_mode=pikepdf.ObjectStreamMode.generate)
+                     object_stream_mode=mode)
         os.replace(tmp, path)
     except pikepdf.PikepdfError as exc:  # source objects are read lazily, at write time
         raise InputPdfError(f"input PDF is corrupt: {exc}") from None

@@ -22,12 +22,21 @@ def num(value: float) -> str:
     return "0" if text in ("", "-0") else text
 
 
-def registration(pdf: pikepdf.Pdf) -> pikepdf.Object:
-    """Return the /All separation colour space: ink on every plate, for marks."""
-    tint = pikepdf.Dictionary(FunctionType=2, Domain=[0, 1], C0=[0, 0, 0, 0],
-                              C1=[1, 1, 1, 1], N=1)
+#: Process colour space -> (no ink, full ink) in it: the /All separation's tint transform.
+_ALL_INKS = {"/DeviceCMYK": ([0, 0, 0, 0], [1, 1, 1, 1]), "/DeviceRGB": ([1, 1, 1], [0, 0, 0]),
+             "/DeviceGray": ([1], [0])}
+
+
+def registration(pdf: pikepdf.Pdf, process: str = "/DeviceCMYK") -> pikepdf.Object:
+    """Return the /All separation colour space: ink on every plate, for marks.
+
+    Its alternate is the output intent's process space, so a proof or a PDF/A
+    viewer that has no /All plate shows it in a colour the intent allows.
+    """
+    none, full = _ALL_INKS[process]
+    tint = pikepdf.Dictionary(FunctionType=2, Domain=[0, 1], C0=none, C1=full, N=1)
     return pdf.make_indirect(pikepdf.Array(
-        [pikepdf.Name.Separation, pikepdf.Name.All, pikepdf.Name.DeviceCMYK, tint]))
+        [pikepdf.Name.Separation, pikepdf.Name.All, pikepdf.Name(process), tint]))
 
 
 def mark_lines(side: Side, marks: Marks, bleed: float) -> list[tuple[float, float, float, float]]:

@@ -77,7 +77,11 @@ def open_input(path: str | Path, budget: Budget) -> Iterator[pikepdf.Pdf]:
 
 
 def inherited(page: pikepdf.Dictionary, key: str) -> pikepdf.Object | None:
-    """Return a page attribute, looking up the page tree for inheritable ones."""
+    """Return a page attribute, looking up the page tree for inheritable ones.
+
+    A form field's attributes (/FT, /Ff, /V) are inherited up the field tree the
+    same way, through /Parent.
+    """
     node = page
     for _ in range(64):
         if key in node:

@@ -27,9 +27,12 @@ class Writer:
 
     def __init__(self, src: pikepdf.Pdf, out: pikepdf.Pdf, layout: Layout,
                  geometry: SheetGeometry, pages: list[SourcePage], fits: list[Fit],
-                 budget: Budget, slug_fields: dict[str, str]) -> None:
+                 budget: Budget, slug_fields: dict[str, str],
+                 process: str = "/DeviceCMYK") -> None:
         self.src, self.out, self.layout, self.geometry = src, out, layout, geometry
         self.pages, self.fits, self.budget, self.slug_fields = pages, fits, budget, slug_fields
+        #: The colour space marks and the slug are drawn in: the output intent's process.
+        self.process = process
         self.forms: dict[int, pikepdf.Object] = {}
         self.page_objs = [p.obj for p in src.pages]  # src.pages[i] walks the list each time
         self.marks: dict[str, pikepdf.Object] = {}
@@ -37,10 +40,11 @@ class Writer:
         self.short_bleed: dict[int, float] = {}
         marks = layout.marks
         if marks:
-            colour = registration(out)
+            colour = registration(out, process)
             for key, side in (("front", geometry.front), ("back", geometry.back)):
                 self.marks[key] = out.make_indirect(marks_form(
-                    out, side, marks, layout.bleed, geometry.width, geometry.height, colour))
+                    out, side, marks, layout.bleed, geometry.width, geometry.height, colour,
+                    process))
         self.font = slug_font(out) if marks and marks.slug else None
 
     def write(self, sides: list[list[int | None]], sheets: int) -> None:
@@ -86,7 +90,7 @@ class Writer:
             ops.append("/M Do")
         resources = pikepdf.Dictionary(XObject=xobjects)
         if slug is not None:
-            ops.append(slug_ops(side, self.layout.marks, self.layout.bleed, slug))
+            ops.append(slug_ops(side, self.layout.marks, self.layout.bleed, slug, self.process))
             resources.Font = pikepdf.Dictionary(Slug=self.font)
         g = self.geometry
         page = pikepdf.Dictionary(

@@ -258,12 +258,12 @@ class TestGeometry:
         assert [p.matrix[4] for p in placements(out)[0]] == pytest.approx([0, 612], abs=0.01)
 
     def test_back_mirrors_margins(self, make_pdf, tmp_path):
-        """With a wider left margin, the back's block sits to the right by the same amount."""
-        layout = nup(duplex="work_and_turn", margins={"left": 20})
+        """A 10 mm left margin is kept on both sides of a work-and-turn sheet; the back mirrors."""
+        layout = nup(duplex="work_and_turn", margins={"left": 10})
         _, out = run(make_pdf, tmp_path, layout, 2, A4)
         with pikepdf.open(out) as pdf:
             front, back = box(pdf.pages[0], "/TrimBox"), box(pdf.pages[1], "/TrimBox")
-        assert front[0] == pytest.approx((20 + (430 - 420) / 2) * MM, abs=0.01)
+        assert front[0] == pytest.approx(15 * MM, abs=0.01)  # centred between 10 and 10 mm
         assert back[0] == pytest.approx(450 * MM - front[2], abs=0.01)
         assert back[2] == pytest.approx(450 * MM - front[0], abs=0.01)
 

@@ -8,7 +8,6 @@ pixels are read.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -19,15 +18,9 @@ from pikepdf import Array, Dictionary, Name, String
 from imposer.engine import impose, load_layout
 from imposer.errors import InputPdfError, LayoutError
 from tests.engine.test_engine import A4, A5, MM, placements
+from tests.fixtures.documents import LINE_YS, pdftex_form, review_page
 
 DPI = 36
-
-
-@pytest.fixture(scope="module")
-def poppler():
-    """Fail clearly (not skip) when poppler is missing: these checks need a renderer."""
-    if not shutil.which("pdftoppm") or not shutil.which("pdftotext"):
-        pytest.fail("pdftoppm/pdftotext not found: apt-get install poppler-utils")
 
 
 def render(path: Path, page: int = 1) -> tuple[int, int, bytes]:
@@ -108,6 +101,69 @@ def annotated(path: Path) -> Path:
 
 
 GREEN, RED, BLUE, WHITE = (0, 255, 0), (255, 0, 0), (0, 0, 255), (255, 255, 255)
+
+
+def reviewed(path: Path) -> Path:
+    """Write a page of text marked up as a review tool does: geometry and colour, no /AP."""
+    text = b"BT /F1 14 Tf 40 500 Td (Highlighted words on a page) Tj ET 0 g 150 495 40 20 re f"
+    pdf = page_pdf(path, text)
+    pdf.pages[0].obj.Resources.Font = Dictionary(F1=pdf.make_indirect(Dictionary(
+        Type=Name.Font, Subtype=Name.Type1, BaseFont=Name.Helvetica)))
+    highlight = Dictionary(Type=Name.Annot, Subtype=Name.Highlight, F=4, C=[1, 1, 0],
+                           Rect=[38, 495, 260, 515],
+                           QuadPoints=[38, 515, 260, 515, 38, 495, 260, 495])
+    ink = Dictionary(Type=Name.Annot, Subtype=Name.Ink, F=4, C=[1, 0, 0],
+                     BS=Dictionary(W=3), Rect=[40, 300, 300, 400],
+                     InkList=[[50, 310, 120, 390, 200, 320, 290, 380]])
+    square = Dictionary(Type=Name.Annot, Subtype=Name.Square, F=4, C=[0, 0, 1],
+                        BS=Dictionary(W=4), Rect=[60, 100, 200, 200])
+    note = Dictionary(Type=Name.Annot, Subtype=Name.Text, F=4, Rect=[300, 550, 320, 570],
+                      Contents=String("check this"), NM=String("note-1"))
+    pdf.pages[0].obj.Annots = Array([pdf.make_indirect(a) for a in (highlight, ink, square,
+                                                                     note)])
+    pdf.save(path)
+    return path
+
+
+def form(path: Path) -> Path:
+    """Write a form whose filler set /NeedAppearances: an empty field and a ticked check box."""
+    pdf = page_pdf(path, b"")
+    page = pdf.pages[0].obj
+    empty = pdf.make_indirect(Dictionary(
+        Type=Name.Annot, Subtype=Name.Widget, FT=Name.Tx, T=String("name"), F=4,
+        Rect=[40, 400, 300, 440], DA=String("/Helv 12 Tf 0 g"), BS=Dictionary(W=3),
+        MK=Dictionary(BC=[0, 0, 1]), P=page))
+    box = pdf.make_indirect(Dictionary(
+        Type=Name.Annot, Subtype=Name.Widget, FT=Name.Btn, T=String("agree"), F=4,
+        V=Name.Yes, AS=Name.Yes, Rect=[40, 300, 80, 340], BS=Dictionary(W=3),
+        MK=Dictionary(BC=[1, 0, 0], CA=String("4")), P=page))
+    page.Annots = Array([empty, box])
+    font = pdf.make_indirect(Dictionary(Type=Name.Font, Subtype=Name.Type1,
+                                        BaseFont=Name.Helvetica))
+    pdf.Root.AcroForm = Dictionary(Fields=[empty, box], NeedAppearances=True,
+                                   DR=Dictionary(Font=Dictionary(Helv=font)))
+    pdf.save(path)
+    return path
+
+
+def count(image: tuple[int, int, bytes], colour: tuple[int, int, int]) -> int:
+    """Count the pixels near *colour* (each channel within 60)."""
+    data = image[2]
+    return sum(1 for i in range(0, len(data), 3)
+               if all(abs(data[i + c] - colour[c]) < 60 for c in range(3)))
+
+
+YELLOW, BLACK = (255, 255, 0), (0, 0, 0)
+#: 12 pt text rendered at DPI: anti-aliased to dark grey (dark yellow under a marker).
+TEXT = (50, 50, 50)
+
+
+def same_size(path: Path) -> dict:
+    """A layout placing each page of *path* alone on a sheet of its own size."""
+    with pikepdf.open(path) as pdf:
+        x0, y0, x1, y1 = (float(v) for v in pdf.pages[0].mediabox)
+    return {"version": 1, "kind": "nup", "units": "pt", "grid": {"cols": 1, "rows": 1},
+            "sheet": {"width": x1 - x0, "height": y1 - y0}}
 
 
 class TestLayers:
@@ -200,6 +256,93 @@ class TestAnnotations:
         out = tmp_path / "out.pdf"
         impose(load_layout(one_up()), annotated(tmp_path / "in.pdf"), out)
         assert "HELLO 42" in text_of(out)
+
+    def test_markup_without_appearance_prints(self, tmp_path, poppler):
+        """Highlight, ink and square annotations with no /AP print as poppler shows the source."""
+        src, out = reviewed(tmp_path / "in.pdf"), tmp_path / "out.pdf"
+        impose(load_layout(one_up()), src, out)
+        source, plate = render(src), render(out)
+        for colour in (YELLOW, RED, BLUE):
+            assert count(source, colour) > 50
+            assert count(plate, colour) >= 0.8 * count(source, colour), colour
+        # the black bar under the marker stays black: the highlight multiplies, not covers
+        assert count(plate, BLACK) >= 0.8 * count(source, BLACK) > 100
+
+    def test_review_tool_page_highlights_print(self, tmp_path, poppler):
+        """A review tool's page of real text: its highlights and ink (no /AP) print over the
+        words, and only the note is named."""
+        src, out = review_page(tmp_path / "in.pdf"), tmp_path / "out.pdf"
+        summary = impose(load_layout(same_size(src)), src, out)
+        source, plate = render(src), render(out)
+        for colour, least in ((YELLOW, 2000), (RED, 50)):
+            assert count(source, colour) > least
+            assert count(plate, colour) >= 0.9 * count(source, colour), colour
+        # the highlighted words stay dark: the marker multiplies over the text (three of
+        # the 21 lines lie under it, so a marker covering them would lose about 15%)
+        assert count(plate, TEXT) >= 0.95 * count(source, TEXT) > 500
+        assert summary.warnings == (
+            "annotation without an appearance stream is not printed (the engine cannot draw "
+            "it faithfully): page 1 annotation 1 (Text)",)
+
+    def test_pdftex_form_borders_print(self, tmp_path, poppler):
+        """A pdfTeX-style form (/NeedAppearances, empty fields, check boxes, one a kid of its
+        field) over a page of text: every red /MK border prints."""
+        src, out = pdftex_form(tmp_path / "in.pdf"), tmp_path / "out.pdf"
+        impose(load_layout(same_size(src)), src, out)
+        source, plate = render(src), render(out)
+        assert count(source, RED) > 100
+        assert count(plate, RED) >= 0.8 * count(source, RED)
+        for x, y in ((72, 210), (72, 170), (72, 120), (120, 120)):  # each widget's left edge
+            assert colour_at(plate, x + 0.5, y) == colour_at(source, x + 0.5, y) != WHITE
+
+    def test_undrawable_annotation_is_named(self, tmp_path):
+        """A note without an appearance is named by page and annotation in the job's warnings."""
+        summary = impose(load_layout(one_up()), reviewed(tmp_path / "in.pdf"),
+                         tmp_path / "out.pdf")
+        assert summary.warnings == (
+            "annotation without an appearance stream is not printed (the engine cannot draw "
+            "it faithfully): page 1 annotation 4 (Text 'note-1')",)
+
+    def test_subtype_not_a_name_is_unknown(self, tmp_path):
+        """An annotation whose /Subtype is not a name (a string here) is named Unknown."""
+        pdf = page_pdf(tmp_path / "in.pdf", b"")
+        pdf.pages[0].obj.Annots = Array([pdf.make_indirect(Dictionary(
+            Type=Name.Annot, Subtype=String("Highlight"), F=4, Rect=[20, 20, 60, 40]))])
+        pdf.save(tmp_path / "in.pdf")
+        summary = impose(load_layout(one_up()), tmp_path / "in.pdf", tmp_path / "out.pdf")
+        assert summary.warnings == (
+            "annotation without an appearance stream is not printed (the engine cannot draw "
+            "it faithfully): page 1 annotation 1 (Unknown)",)
+
+    def test_need_appearances_keeps_borders_and_ticks(self, tmp_path, poppler):
+        """An empty field's border and a ticked check box (border and tick) print as poppler
+        shows the source."""
+        src, out = form(tmp_path / "in.pdf"), tmp_path / "out.pdf"
+        impose(load_layout(one_up()), src, out)
+        source, plate = render(src), render(out)
+        for colour in (BLUE, RED):  # the borders
+            assert count(source, colour) > 20
+            assert count(plate, colour) >= 0.8 * count(source, colour), colour
+        assert count(plate, BLACK) > 20  # the tick (poppler draws none for the source)
+
+    def test_button_state_from_its_value(self, tmp_path, poppler):
+        """A check box with its own per-state appearances but no /AS prints the state its
+        value names (a green box), not a border the engine would build."""
+        src, out = page_pdf(tmp_path / "in.pdf", b""), tmp_path / "out.pdf"
+        on = src.make_stream(b"0 1 0 rg 0 0 40 40 re f", Type=Name.XObject,
+                             Subtype=Name.Form, BBox=[0, 0, 40, 40])
+        off = src.make_stream(b"", Type=Name.XObject, Subtype=Name.Form, BBox=[0, 0, 40, 40])
+        box = src.make_indirect(Dictionary(
+            Type=Name.Annot, Subtype=Name.Widget, FT=Name.Btn, T=String("ok"), F=4,
+            V=Name("/On"), Rect=[40, 300, 80, 340], MK=Dictionary(BC=[1, 0, 0]),
+            AP=Dictionary(N=Dictionary({"/On": on, "/Off": off}))))
+        src.pages[0].obj.Annots = Array([box])
+        src.Root.AcroForm = Dictionary(Fields=[box])
+        src.save(tmp_path / "in.pdf")
+        summary = impose(load_layout(one_up()), tmp_path / "in.pdf", out)
+        plate = render(out)
+        assert colour_at(plate, ORIGIN[0] + 60, ORIGIN[1] + 320) == GREEN
+        assert count(plate, RED) == 0 and summary.warnings == ()
 
     def test_drop(self, tmp_path, poppler):
         """``annotations: drop`` leaves annotations and field values off the plate."""

@@ -32,6 +32,16 @@ def dead(pid: int) -> bool:
         return True
 
 
+def alive_writing(output: Path) -> list[int]:
+    """Return the pids of live (not zombie) processes whose argv names *output*."""
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline", "status"]):
+        if f"-o={output}" in (process.info["cmdline"] or ()) \
+                and process.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(process.info["pid"])
+    return found
+
+
 @pytest.fixture
 def job(tmp_path, monkeypatch):
     """Return a function running the fake tool on a real 3-page PDF through run_tool."""
@@ -137,10 +147,18 @@ class TestRunTool:
             toolbox.run_tool([str(tmp_path / "nope")], timeout=1, memory_limit_mb=100,
                              cwd=tmp_path)
 
-    def test_hang(self, job):
+    def test_hang(self, job, tmp_path):
         """A hanging tool is killed at the timeout and leaves no process behind."""
-        with pytest.raises(ToolTimeout):
-            job({"fake_hang": "1"}, timeout=0.5)
+        calls = tmp_path / "calls.jsonl"
+        # the tool records its call once Python has started; on a loaded machine that can
+        # take longer than the timeout, so a longer one is tried until it reached its hang
+        for timeout in (0.5, 2.0, 8.0, 30.0):
+            with pytest.raises(ToolTimeout):
+                job({"fake_hang": "1"}, timeout=timeout)
+            assert not alive_writing(job.output)  # killed, whether it got to the hang or not
+            if calls.exists():
+                break
+        assert calls.exists(), "the tool never reached its hang before the timeout"
         assert job.pids() and all(dead(pid) for pid in job.pids())
 
     @pytest.mark.parametrize("variables", [{}, {"fake_sleep": "0.3"}])

@@ -11,6 +11,7 @@ from imposer.engine import impose, load_layout
 from imposer.engine.printmarks import PATCHES
 from imposer.errors import LayoutError
 from tests.engine.test_engine import A5, MM, numbers, placements, texts
+from tests.engine.test_fidelity import DPI, render
 
 
 def saddle(**fields) -> dict:
@@ -52,7 +53,7 @@ class TestCreep:
 
 def tumble(**fields) -> dict:
     data = {"version": 1, "kind": "nup", "sheet": {"size": "SRA3", "orientation": "portrait"},
-            "grid": {"cols": 2, "rows": 2}, "gutter": 6, "margins": {"top": 20},
+            "grid": {"cols": 2, "rows": 2}, "gutter": 6, "margins": {"top": 10},
             "duplex": "work_and_tumble"}
     data.update(fields)
     return data
@@ -76,7 +77,7 @@ class TestWorkAndTumble:
         assert texts(out)[1] == numbers(6, 8, 2, 4)
 
     def test_back_boxes_mirror_margins(self, make_pdf, tmp_path):
-        """With a 20 mm top margin, the back's TrimBox is the front's mirrored top to bottom."""
+        """With a 10 mm top margin, the back's TrimBox is the front's mirrored top to bottom."""
         out = tmp_path / "out.pdf"
         impose(load_layout(tumble()), make_pdf(2, width=A5[0], height=A5[1]), out)
         with pikepdf.open(out) as pdf:
@@ -89,6 +90,47 @@ class TestWorkAndTumble:
         """A booklet sheet is work-and-turn only."""
         with pytest.raises(LayoutError, match="'duplex': a saddle sheet"):
             load_layout(saddle(duplex="work_and_tumble"))
+
+
+def ink_box(path, page: int) -> tuple[float, float, float, float]:
+    """Return the bounding box (x0, y0, x1, y1, mm from the bottom left) of all ink on a page."""
+    width, height, data = render(path, page)
+    rows = [r for r in range(height) if data[3 * width * r:3 * width * (r + 1)].strip(b"\xff")]
+    cols = [c for c in range(width) if any(data[3 * (r * width + c):3 * (r * width + c) + 3]
+                                             != b"\xff\xff\xff" for r in rows)]
+    px = 25.4 / DPI
+    return cols[0] * px, (height - 1 - rows[-1]) * px, (cols[-1] + 1) * px, (height - rows[0]) * px
+
+
+#: Every printer's mark, 3 mm bleed: the block reaches 17 mm beyond its trims on each side.
+ALL_MARKS = {"bleed": 3, "gutter": 6, "marks": {"length": 5, "offset": 2, "registration": True,
+                                                "colour_bar": True, "slug": True}}
+
+
+class TestDuplexMargins:
+    @pytest.mark.parametrize("duplex, margins", [
+        ("work_and_tumble", {"top": 5, "bottom": 60, "left": 10, "right": 10}),
+        ("work_and_turn", {"top": 10, "bottom": 10, "left": 100, "right": 10}),
+    ])
+    def test_no_ink_in_either_sides_margins(self, make_pdf, tmp_path, poppler, duplex, margins):
+        """With uneven margins, neither side of the sheet puts bleed or a mark in its margins."""
+        layout = {"version": 1, "kind": "nup", "sheet": {"size": "SRA2", "orientation":
+                  "portrait"}, "grid": {"cols": 2 if duplex == "work_and_tumble" else 1,
+                  "rows": 2}, "duplex": duplex, "margins": margins, **ALL_MARKS}
+        out = tmp_path / "out.pdf"
+        # 148 x 230 mm pages: the block with its marks is 500 mm tall, too tall to sit in the
+        # 575 mm between the front's margins without reaching into the back's 60 mm margin
+        impose(load_layout(layout), make_pdf(4, width=148 * MM, height=230 * MM,
+                                             trim_inset=3 * MM),
+               out, slug_fields={"job_id": "J-1", "tenant_id": "acme"})
+        slack = 25.4 / DPI  # one rendered pixel
+        for page in (1, 2):  # the press is the same for both passes: its margins hold on each
+            x0, y0, x1, y1 = ink_box(out, page)
+            assert x0 >= margins["left"] - slack and 450 - x1 >= margins["right"] - slack
+            assert y0 >= margins["bottom"] - slack and 640 - y1 >= margins["top"] - slack
+            with pikepdf.open(out) as pdf:
+                trim = [float(v) / MM for v in pdf.pages[page - 1].TrimBox]
+            assert trim[1] - y0 >= 17 - slack  # the colour bar printed, under the block
 
 
 def marked(**marks) -> dict:
