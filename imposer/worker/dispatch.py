@@ -111,8 +111,8 @@ class Dispatcher:
                 continue  # (parsed once, below, so its warning is logged once)
             try:
                 request = self.vet.parse(message)
-            except InvalidMessage:
-                continue  # rejected below
+            except (InvalidMessage, BackendError):
+                continue  # rejected below, or (its sender's row unread) judged again there
             if request.key not in keys and self.known_cap(request.tenant_id) is None:
                 keys.add(request.key)
                 bursts.setdefault(request.tenant_id, []).append((request, message))

@@ -282,3 +282,21 @@ class TestOneCommitPerJob:
         for w in (a, b):
             w.signal(signal.SIGTERM)
             w.signal(signal.SIGTERM)
+
+
+class TestUnreadSenders:
+    def test_a_burst_whose_tenant_row_cannot_be_read_is_judged_one_by_one(
+            self, by_hand_behind_proxy, settings, tmp_path):
+        """An AWS error reading the tenant's row (its bound senders) while a receive's burst
+        is sorted leaves every message to the guarded one-by-one path; none escapes to
+        the loop, which would stop the host (seen in the chaos run: exit 4)."""
+        supervisor, backends, clock, proxy = by_hand_behind_proxy
+        submit_jobs(settings, tmp_path, "acme", 2, layout())
+        messages = []
+        wait_for(lambda: messages.extend(backends.queue.receive(10, 1, 60)) or
+                 len(messages) == 2, 30, "both messages received")
+        proxy.inject("error", 600, service="dynamodb", operation="GetItem")
+        left = supervisor.dispatch.take_bursts(messages, [0, 1], lambda: False)
+        assert [m.message_id for m in left] == [m.message_id for m in messages]
+        assert backends.leases.counters().get("acme") is None or \
+            backends.leases.counters()["acme"].inflight == 0

@@ -13,6 +13,7 @@ from imposer.metrics import Metrics
 from imposer.models import JobRequest, JobStatus, TenantConfig
 from imposer.models.signature import header, verify
 from imposer.worker.messages import Messages
+from imposer.worker.senders import SenderCheck
 from imposer.worker.vetting import Vetting
 from tests.fixtures.jobs import record_of
 from tests.worker.test_outbox import SECRET, receiver, sender_for  # noqa: F401 (fixture)
@@ -42,8 +43,10 @@ def python_body(settings, webhook: str | None, **fields) -> str:
 @pytest.fixture
 def vet(settings, backends, clock):
     messages = Messages(backends.queue, settings, clock)
+    senders = SenderCheck(backends.tenants, trusted="", require=False,
+                          whoami=lambda: "AROAWORKER:i-0host1")
     return Vetting(settings, jobs=backends.jobs, messages=messages, metrics=Metrics(),
-                   outbox=backends.outbox)
+                   senders=senders, outbox=backends.outbox)
 
 
 def received(backends, body: str):
