@@ -44,8 +44,12 @@ class Vetting:
     def parse(self, message: Received) -> JobRequest:
         """The message's job request; InvalidMessage if its body, sender, group or keys are
         wrong."""
+        found = JobRequest.salvage(message.body)
+        if found is not None:  # before the rest is read: a refused sender gets no record
+            self.senders.check(found["tenant_id"], message.sender_id)
         request = JobRequest.from_body(message.body)
-        self.senders.check(request.tenant_id, message.sender_id)
+        if found is None or found["tenant_id"] != request.tenant_id:
+            self.senders.check(request.tenant_id, message.sender_id)
         if message.group_id is None:
             logger.warning("message for %s has no MessageGroupId (layer 1 fairness is off)",
                            request.tenant_id,

@@ -123,8 +123,9 @@ class TestTenantsSetSender:
 
 class TestForgedTenant:
     def test_tenant_a_cannot_start_a_job_as_tenant_b(self, settings, backends, users, tmp_path):
-        """Tenant-a's messages naming tenant-b (a new job on b's artwork, a replay of b's own)
-        are dead-lettered once, unrecorded; tenant-b's jobs run, re-published ones too."""
+        """Tenant-a's messages naming tenant-b (a new job on b's artwork, a replay of b's own,
+        a malformed body with a webhook of a's choosing) are dead-lettered once, unrecorded;
+        tenant-b's jobs run, re-published ones too."""
         (id_b, as_b), (_, as_a) = users["tenant-b"], users["tenant-a"]
         backends.tenants.put(TenantConfig(tenant_id="tenant-b", cap=1, senders=(id_b,)))
         pdf = numbered_pdf(tmp_path / "art.pdf", 2)
@@ -134,9 +135,13 @@ class TestForgedTenant:
         body = json.loads(genuine[0].to_body())
         forged = dict(body, job_id="f" * 32,
                       output=body["output"].replace(body["job_id"], "f" * 32))
+        malformed = dict(forged, job_id="e" * 32, webhook="https://attacker.example/hook",
+                         output=body["output"].replace(body["job_id"], "e" * 32),
+                         layout={"version": 1, "kind": "nup",
+                                 "sheet": {"width": float("nan"), "height": 1}})
         sqs_a = as_a.client("sqs")
         url = sqs_a.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
-        for sent in (forged, body):  # a job of a's making, and a replay of b's
+        for sent in (forged, body, malformed):  # a's job, a replay of b's, an invalid one
             sqs_a.send_message(QueueUrl=url, MessageBody=json.dumps(sent),
                                MessageGroupId="tenant-b")
         worker = Worker(settings, tmp_path, "h1", "--exit-when-idle", env={
@@ -146,18 +151,19 @@ class TestForgedTenant:
         finally:
             worker.close()
         refused = worker.actions("sender_refused")
-        assert len(refused) == len({r["message_id"] for r in refused}) == 2, worker.tail()
+        assert len(refused) == len({r["message_id"] for r in refused}) == 3, worker.tail()
         assert {(r["claimed_tenant"], r["tenant_id"], r["job_id"]) for r in refused} == {
             ("tenant-b", None, None)}
         assert worker.actions("republished"), "no re-publish by the worker was vetted"
         assert [backends.jobs.get("tenant-b", r.job_id).status.value for r in genuine] == [
             "succeeded", "succeeded"]
         assert backends.jobs.get("tenant-b", forged["job_id"]) is None
+        assert backends.jobs.get("tenant-b", malformed["job_id"]) is None  # nor its event
         sqs = boto3.session.Session().client("sqs")
         dlq = sqs.get_queue_url(QueueName=settings.dlq_name)["QueueUrl"]
         dead = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10,
                                    MessageAttributeNames=["All"]).get("Messages", [])
         assert sorted(json.loads(m["Body"])["job_id"] for m in dead) == sorted(
-            [forged["job_id"], body["job_id"]])
+            [forged["job_id"], body["job_id"], malformed["job_id"]])
         assert all("is not bound to tenant 'tenant-b'" in
                    m["MessageAttributes"]["imposer_error"]["StringValue"] for m in dead)
