@@ -101,7 +101,7 @@ def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_ove
         raise click.UsageError("--sender and --clear-senders contradict each other; give one")
     for sender in senders:
         if not valid_sender(sender):
-            raise click.BadParameter(f"{sender!r} is not a sender id (the UserId of an IAM "
+            raise click.BadParameter(f"{sender[:100]!r} is not a sender id (the UserId of an IAM "
                                      "user, AIDA..., or the RoleId of a role, AROA..., as "
                                      "`aws iam get-user` / `get-role` print them; a role id "
                                      "may end in :session)", param_hint="--sender")
