@@ -118,6 +118,8 @@ BAD_ARGUMENTS = [
     ("empty sender", ["tenants", "set", "acme", "--sender", ""], Exit.USAGE),
     ("over-long sender", ["tenants", "set", "acme", "--sender", LONG], Exit.USAGE),
     ("an ARN as a sender", ["tenants", "set", "acme", "--sender", "arn:x"], Exit.USAGE),
+    ("a default cap on one tenant", ["tenants", "set", "acme", "--default-cap", "6"],
+     Exit.USAGE),
     ("free-text engine", ["doctor", "--engine", "fast"], Exit.USAGE),
     ("free-text log level", ["leases", "--log-level", "LOUD"], Exit.USAGE),
     ("over-long layout", ["impose", LONG, "{tmp}/a5.pdf", "{tmp}/out.pdf"], Exit.USAGE),
