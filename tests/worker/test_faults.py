@@ -51,7 +51,7 @@ def hand_driven(settings, tmp_path, endpoint=None, monkeypatch=None):
     """
     clock = ManualClock(start=time.time())
     s = settings.evolve(slots=1, engine="pdftoolbox", pdftoolbox=str(FAKE),
-                        job_timeout_seconds=1.0, work_dir=str(tmp_path / "work"))
+                        job_timeout_seconds=60.0, work_dir=str(tmp_path / "work"))
     pool = Pool(1, s)
     pool.start()
     if endpoint:
