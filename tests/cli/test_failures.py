@@ -262,7 +262,7 @@ class TestEveryCommand:
 
         try:
             stack = LocalStack(session.LOCAL_PORT).start()
-        except OSError:
+        except (OSError, SystemExit):  # werkzeug exits when the port is taken
             pytest.skip(f"port {session.LOCAL_PORT} is taken")
         try:
             env = {**env_for(settings), **ENVIRONMENTS["no credentials"][0],
