@@ -30,6 +30,10 @@ class TransientBackendError(BackendError):
     """Throttling or a transaction conflict; the same call may succeed later."""
 
 
+class ReplyLost(TransientBackendError):
+    """A request went out but its reply was lost: it may well have taken effect."""
+
+
 class AcquireUncertain(BackendError):
     """An acquire's transaction failed in a way that may hide a commit (a lost reply).
 

@@ -86,11 +86,12 @@ LOCAL_PORT = 4566
 CALLS = CallCounter()
 
 
-def client(service: str, region: str, read_timeout: float = 30.0):
-    """Make a boto3 client with standard retries; AWS_ENDPOINT_URL is honoured by boto3."""
+def client(service: str, region: str, read_timeout: float = 30.0, retries: int = 5):
+    """Make a boto3 client with standard retries (*retries* after the first try: botocore's
+    ``max_attempts``); AWS_ENDPOINT_URL is honoured by boto3."""
     config = botocore.config.Config(
         region_name=region,
-        retries={"mode": "standard", "max_attempts": 5},
+        retries={"mode": "standard", "max_attempts": retries},
         connect_timeout=5,
         read_timeout=read_timeout,
         max_pool_connections=20,

@@ -12,7 +12,7 @@ from typing import Any
 import botocore.exceptions
 
 from imposer.aws import session
-from imposer.errors import BackendError
+from imposer.errors import BackendError, ReplyLost
 from imposer.logs import extra
 from imposer.models.message import Received
 
@@ -30,10 +30,12 @@ class JobQueue:
     """The job queue and its dead-letter queue."""
 
     def __init__(self, region: str, name: str, dlq_name: str, wait_timeout: float = 25) -> None:
-        self.client = session.client("sqs", region, read_timeout=max(30.0, wait_timeout + 10))
+        self.region, self.read_timeout = region, max(30.0, wait_timeout + 10)
+        self.client = session.client("sqs", region, read_timeout=self.read_timeout)
         self.name = name
         self.dlq_name = dlq_name
         self._urls: dict[str, str] = {}
+        self._once: Any = None
 
     def url(self, name: str | None = None) -> str:
         name = name or self.name
@@ -90,22 +92,45 @@ class JobQueue:
             self.client.delete_message(QueueUrl=self.url(), ReceiptHandle=receipt)
 
     def send(self, body: str, group_id: str, attributes: dict[str, str] | None = None,
-             queue: str | None = None) -> str:
-        """Publish *body* with MessageGroupId = *group_id* (the tenant: layer 1)."""
+             queue: str | None = None, once: bool = False) -> str:
+        """Publish *body* with MessageGroupId = *group_id* (the tenant: layer 1).
+
+        With *once*, botocore tries the call only once, and a reply lost after
+        the request went out raises ReplyLost: standard SQS cannot deduplicate,
+        so a retry of a send SQS already took would be a second message.
+        """
         kwargs: dict[str, Any] = {"QueueUrl": self.url(queue), "MessageBody": body,
                                   "MessageGroupId": group_id}
         if attributes:
             kwargs["MessageAttributes"] = {
                 k: {"DataType": "String", "StringValue": str(v)} for k, v in attributes.items()}
-        with session.translated(f"send to {queue or self.name}"):
-            return self.client.send_message(**kwargs)["MessageId"]
+        what = f"send to {queue or self.name}"
+        with session.translated(what):
+            if not once:
+                return self.client.send_message(**kwargs)["MessageId"]
+            if self._once is None:
+                self._once = session.client("sqs", self.region, self.read_timeout,
+                                            retries=0)
+            try:
+                return self._once.send_message(**kwargs)["MessageId"]
+            except (botocore.exceptions.ReadTimeoutError,
+                    botocore.exceptions.ConnectionClosedError) as exc:
+                raise ReplyLost(f"{what}: the request went out, its reply was lost: "
+                                f"{exc}") from None
 
-    def dead_letter(self, message: Received, reason: str) -> None:
-        """Move *message* to the DLQ ourselves, with the reason, then delete it."""
+    def dead_letter(self, message: Received, reason: str,
+                    identity: dict[str, str] | None = None) -> None:
+        """Move *message* to the DLQ ourselves, with the reason, then delete it.
+
+        *identity* (a dead job's ``imposer_job_id``, ``imposer_epoch`` and
+        ``imposer_dead_letter_id``, which a DLQ consumer dedupes on) goes with
+        it, and then the send is tried once (``send``'s *once*).
+        """
         attributes = dict(message.attributes)
         attributes.update(imposer_error=reason[:1000],
-                          imposer_receive_count=str(message.receive_count))
-        self.send(message.body, message.group_id or "unknown", attributes, queue=self.dlq_name)
+                          imposer_receive_count=str(message.receive_count), **(identity or {}))
+        self.send(message.body, message.group_id or "unknown", attributes, queue=self.dlq_name,
+                  once=identity is not None)
         self.delete(message)
 
     def republish(self, message: Received, body: str | None = None) -> str:

@@ -75,14 +75,16 @@ def tenants() -> None:
                    "the list. Messages from anyone else naming TENANT are dead-lettered.")
 @click.option("--clear-senders", is_flag=True,
               help="Unbind every sender (then IMPOSER_REQUIRE_SENDERS decides).")
-@settings_options(*TABLE_NAMES, "default_cap")
+@click.option("--default-cap", "default_cap", type=int, hidden=True,
+              help="Refused: it would set no tenant's cap.")
+@settings_options(*TABLE_NAMES)
 @handle_errors
 def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_override,
-                webhook_secret, webhook_hosts, senders, clear_senders) -> None:
+                webhook_secret, webhook_hosts, senders, clear_senders, default_cap) -> None:
     """Set TENANT's cap or webhook settings; the next acquire sees it, no restart.
 
-    --default-cap only says which default to print beside a tenant without an
-    override; each worker's own IMPOSER_DEFAULT_CAP is what it applies.
+    The default cap of tenants without an override is each worker's own
+    IMPOSER_DEFAULT_CAP; no command changes it in the table.
     """
     import attrs
 
@@ -91,6 +93,10 @@ def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_ove
     from imposer.models.signature import new_secret
     from imposer.worker.wiring import connect
 
+    if default_cap is not None:
+        raise click.UsageError("--default-cap sets no tenant's cap: the default is each "
+                               "worker's IMPOSER_DEFAULT_CAP; give TENANT --cap N, or "
+                               "--clear-cap to give it the default")
     clear_cap = clear_cap or default_cap_override
     if not valid_id(tenant):
         raise click.BadParameter(f"{tenant!r} is not a tenant id (1-128 of A-Z a-z 0-9 . _ -, "
@@ -101,7 +107,7 @@ def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_ove
         raise click.UsageError("--sender and --clear-senders contradict each other; give one")
     for sender in senders:
         if not valid_sender(sender):
-            raise click.BadParameter(f"{sender!r} is not a sender id (the UserId of an IAM "
+            raise click.BadParameter(f"{sender[:100]!r} is not a sender id (the UserId of an IAM "
                                      "user, AIDA..., or the RoleId of a role, AROA..., as "
                                      "`aws iam get-user` / `get-role` print them; a role id "
                                      "may end in :session)", param_hint="--sender")

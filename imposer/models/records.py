@@ -199,6 +199,9 @@ class JobRecord:
     lease_expires_at: float | None = None
     #: Fencing epoch of the attempt whose output became the plate (one commit per job).
     output_epoch: str | None = None
+    #: A dead job's DLQ message: "owed" from its release, then the claim of the host that
+    #: sends it (``JobStore.claim_dead_letter``).
+    dead_letter: str | None = None
     #: Things a prepress operator should know about a job that still succeeded.
     warnings: tuple[str, ...] = ()
     #: Epoch seconds after which DynamoDB may delete the record (final records only).

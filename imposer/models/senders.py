@@ -19,7 +19,7 @@ SENDER_PATTERN = re.compile(r"[A-Za-z0-9]{1,128}(:[\w+=,.@-]{1,128})?")
 
 def valid_sender(entry: str) -> bool:
     """Say whether *entry* can bind a sender (an id, or a role id with one session)."""
-    return SENDER_PATTERN.fullmatch(entry) is not None
+    return SENDER_PATTERN.fullmatch(entry) is not None and not entry.lower().startswith("arn:")
 
 
 def parse_senders(text: str) -> tuple[str, ...]:

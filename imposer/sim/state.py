@@ -19,7 +19,8 @@ CALLS = {
     "succeeded": 5,           # release, plate HeadObject + CopyObject + DeleteObject, delete
     "failed": 2,              # release, DeleteMessage
     "retry": 3,               # job GetItem (failures so far), release, visibility
-    "dead": 4,                # job GetItem, release, DLQ SendMessage, DeleteMessage
+    "dead": 5,                # job GetItem, release, dead-letter claim, DLQ SendMessage,
+    #                           DeleteMessage
     "requeue": 2,             # release, visibility
     "give_back": 1,           # visibility 0: a message the receive brought beyond the slots
 }

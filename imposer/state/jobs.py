@@ -56,6 +56,11 @@ def open_shard(tenant_id: str, job_id: str) -> str:
     return f"open#{int.from_bytes(digest, 'big') % OPEN_SHARDS}"
 
 
+#: A dead job's record says its dead letter is owed from its release on, until a host
+#: claims it for sending (``dead_letter`` then holds that claim).
+DEAD_LETTER_OWED = "owed"
+
+
 def free_to_start(update: Update) -> str:
     """Condition that a job is neither running nor final (or has no record yet).
 
@@ -129,6 +134,24 @@ class JobStore:
         if deferred:
             up.add(defers=1).set(last_defer_at=now)
         return up
+
+    def claim_dead_letter(self, tenant_id: str, job_id: str, claim: str) -> bool:
+        """Take a dead job's owed dead letter for sending under *claim*; False if it is not
+        owed (sent already, or claimed by another host). A try of the claim whose reply was
+        lost finds the claim its own, so botocore's retry never turns it into a refusal."""
+        up = Update().set(dead_letter=claim)
+        owed = f"{up.name('dead_letter')} IN ({up.value(DEAD_LETTER_OWED, 'o')}, " \
+               f"{up.value(claim, 'c')})"
+        return self.dynamo.update(self.table, self.key(tenant_id, job_id), up.expression,
+                                  up.values, up.names, owed)
+
+    def owe_dead_letter(self, tenant_id: str, job_id: str, claim: str) -> bool:
+        """Give a claimed dead letter back (SQS refused the send): the job's returning
+        message sends it."""
+        up = Update().set(dead_letter=DEAD_LETTER_OWED)
+        mine = f"{up.name('dead_letter')} = {up.value(claim, 'c')}"
+        return self.dynamo.update(self.table, self.key(tenant_id, job_id), up.expression,
+                                  up.values, up.names, mine)
 
     def finish_unleased(self, tenant_id: str, job_id: str, status: JobStatus, error: str,
                         error_kind: str, submitted_at: float | None = None,

@@ -44,6 +44,8 @@ class Acquisition:
     status: str | None = None
     #: When DONE after a success: the attempt whose plate was committed.
     output_epoch: str | None = None
+    #: When DONE after a death: the record's ``dead_letter`` ("owed" until one was sent).
+    dead_letter: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -75,7 +77,8 @@ def why_refused(exc: TransactionCancelled, cap: int, now: float) -> Acquisition:
         return Acquisition(verdict=Verdict.CLAIMED, cap=cap)
     if job.failed and job.item and job.item.get("status") in FINAL_STATUSES:
         return Acquisition(verdict=Verdict.DONE, cap=cap, status=job.item["status"],
-                           output_epoch=job.item.get("output_epoch"))
+                           output_epoch=job.item.get("output_epoch"),
+                           dead_letter=job.item.get("dead_letter"))
     if lease.failed:
         holder = Lease.from_item(lease.item) if lease.item else None
         stale = holder is not None and holder.expires_at < now

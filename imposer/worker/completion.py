@@ -34,7 +34,7 @@ from imposer.logs import extra
 from imposer.metrics import Metrics
 from imposer.models import Fate, JobStatus, Outcome, S3Uri
 from imposer.settings import Settings
-from imposer.state.jobs import JobStore
+from imposer.state.jobs import DEAD_LETTER_OWED, JobStore
 from imposer.state.leases import LeaseStore
 from imposer.state.outbox import Event, OutboxStore, event_id
 from imposer.webhooks.delivery import build_event, encode
@@ -177,6 +177,8 @@ class Completer:
             event = self._event(job, fields)
             also.append(self.outbox.put_op(event))
             fields["webhook_status"], fields["webhook_event"] = "pending", event.event_id
+        if job.status == JobStatus.DEAD:  # its one DLQ message, owed until sent
+            fields["dead_letter"] = DEAD_LETTER_OWED
         failures = 1 if job.failures else 0
         try:
             if job.handover is not None:
@@ -213,7 +215,8 @@ class Completer:
             if status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
                 self.messages.finish(message)
             elif status == JobStatus.DEAD:
-                self.messages.dead_letter(message, job.outcome.reason or "too many failures")
+                self.messages.dead_letter_job(self.jobs, job.request, job.epoch, message,
+                                              job.outcome.reason or "too many failures")
             elif job.failures:
                 self.messages.retry_later(message, job.failures)
             else:

@@ -22,7 +22,7 @@ from imposer.models import (
     S3Uri,
 )
 from imposer.settings import Settings
-from imposer.state.jobs import JobStore
+from imposer.state.jobs import DEAD_LETTER_OWED, JobStore
 from imposer.state.leases import Acquisition, LeaseStore, Verdict
 from imposer.state.outbox import OutboxStore
 from imposer.worker import sweep as sweeping
@@ -232,8 +232,14 @@ class Dispatcher:
         """Delete the message of a final job, after making sure its plate was promoted.
 
         A host that died between the release and the promotion left the plate
-        under its attempt key; the returning message is the cue to finish that.
+        under its attempt key, or between a death's release and its DLQ message
+        left that owed; the returning message is the cue to finish either.
         """
+        if acq.status == JobStatus.DEAD.value and acq.dead_letter == DEAD_LETTER_OWED:
+            record = self.jobs.get(request.tenant_id, request.job_id)
+            self.messages.dead_letter_job(self.jobs, request, record.epoch or "", message,
+                                          record.error or "too many failures")
+            return
         if acq.status == JobStatus.SUCCEEDED.value and acq.output_epoch:
             if not self.storage.promote(S3Uri.parse(request.attempt_uri(acq.output_epoch)),
                                         S3Uri.parse(request.output), acq.output_epoch):

@@ -13,14 +13,17 @@ message was received again elsewhere) only means someone else decides now.
 from __future__ import annotations
 
 import logging
+import uuid
 
 import attrs
 
 from imposer.aws.sqs import JobQueue
 from imposer.clock import Clock
+from imposer.errors import BackendError, ReplyLost
 from imposer.logs import extra
 from imposer.models import JobRequest, Received
 from imposer.settings import Settings
+from imposer.state.jobs import JobStore
 from imposer.worker import policy
 
 logger = logging.getLogger(__name__)
@@ -122,3 +125,32 @@ class Messages:
     def dead_letter(self, message: Received, reason: str) -> None:
         """Move the message to the DLQ with *reason* attached, then delete it."""
         self.queue.dead_letter(message, reason)
+
+    def dead_letter_job(self, jobs: JobStore, request: JobRequest, epoch: str,
+                        message: Received, reason: str) -> bool:
+        """Send a dead job's one DLQ message, if its record still owes it; delete *message*.
+
+        The record owes it from the release that made the job dead; a claim
+        taken first means no host sends a second one, and the send is tried
+        once: a reply lost after SQS took it is logged (``dead_letter_unsure``)
+        and not tried again. Every copy carries the same ``imposer_dead_letter_id``.
+        True if this call sent it.
+        """
+        claim = f"sending:{uuid.uuid4().hex}"
+        if not jobs.claim_dead_letter(request.tenant_id, request.job_id, claim):
+            self.queue.delete(message)  # sent already: this is a returning copy
+            return False
+        identity = {"imposer_job_id": request.key, "imposer_epoch": epoch,
+                    "imposer_dead_letter_id": f"{request.key}/{epoch}"}
+        try:
+            self.queue.dead_letter(message, reason, identity)
+        except ReplyLost as exc:
+            logger.error("job %s: its dead letter %s was sent but the reply was lost; not "
+                         "sending it again (%s)", request.key, identity["imposer_dead_letter_id"],
+                         exc, extra=extra("dead_letter_unsure", request.tenant_id,
+                                          request.job_id))
+            self.queue.delete(message)
+        except BackendError:
+            jobs.owe_dead_letter(request.tenant_id, request.job_id, claim)
+            raise
+        return True

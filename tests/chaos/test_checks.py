@@ -44,6 +44,11 @@ def plant_everything(chaos: Chaos, tmp_path) -> list[subprocess.Popen]:
             "time": time.strftime("%Y-%m-%d %H:%M:%S,000"),
             "message": f"job globex/{a.job_id} retrying: the attempt's lease ran out before "
                        "the worker renewed it"}) + "\n")
+    # dead-letter: two DLQ messages for one job
+    sqs = boto3.client("sqs")
+    dlq = sqs.get_queue_url(QueueName=s.dlq_name)["QueueUrl"]
+    for _ in range(2):
+        sqs.send_message(QueueUrl=dlq, MessageBody=a.request.to_body(), MessageGroupId="globex")
     # fate: the harness now expects a permanent failure of a job that succeeded
     chaos.jobs[d.job_id] = attrs.evolve(d, kind="badpdf")
     # exit: a host that ended by itself with exit 4

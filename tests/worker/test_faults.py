@@ -20,12 +20,15 @@ import pytest
 from imposer.aws.s3 import EPOCH_META
 from imposer.child import cleanup
 from imposer.clock import ManualClock
-from imposer.models import JobStatus, S3Uri
+from imposer.client.submit import submit
+from imposer.models import JobStatus, S3Uri, TenantConfig
+from imposer.state.outbox import event_id
 from imposer.worker.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
 from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.jobs import record_of
+from tests.fixtures.pdfs import numbered_pdf
 from tests.fixtures.workers import FAKE, Worker, layout, submit_jobs, wait_for
 
 
@@ -48,7 +51,7 @@ def hand_driven(settings, tmp_path, endpoint=None, monkeypatch=None):
     """
     clock = ManualClock(start=time.time())
     s = settings.evolve(slots=1, engine="pdftoolbox", pdftoolbox=str(FAKE),
-                        job_timeout_seconds=1.0, work_dir=str(tmp_path / "work"))
+                        job_timeout_seconds=60.0, work_dir=str(tmp_path / "work"))
     pool = Pool(1, s)
     pool.start()
     if endpoint:
@@ -150,6 +153,94 @@ class TestLostReplies:
         actions = [getattr(r, "action", None) for r in caplog.records]
         assert "release_reply_lost" in actions and "lease_lost" not in actions
         assert backends.leases.counters()["acme"].inflight == 0
+
+
+@pytest.fixture
+def dying_behind_proxy(settings, tmp_path, monkeypatch):
+    """`by_hand_behind_proxy` whose jobs die at their first counted failure."""
+    proxy = FaultProxy(os.environ["AWS_ENDPOINT_URL"], "dying").start()
+    supervisor, backends, clock = hand_driven(settings.evolve(max_attempts=1), tmp_path,
+                                              proxy.url, monkeypatch)
+    yield supervisor, backends, clock, proxy
+    supervisor.pool.stop(timeout=0)
+    proxy.stop()
+
+
+def start_dying(supervisor, backends, settings, tmp_path) -> str:
+    """Start one job (with a webhook) whose tool fails; return its id once its result waits."""
+    backends.tenants.put(TenantConfig(tenant_id="acme", webhook_secret="whsec_" + "x" * 32,
+                                      webhook_hosts=("127.0.0.1",)))
+    numbered_pdf(tmp_path / "art.pdf", 2)
+    job = submit("acme", tmp_path / "art.pdf", layout(fake_exit=103), bucket=settings.bucket,
+                 queue=settings.queue_name, webhook="http://127.0.0.1:9/hook").job_id
+    wait_for(lambda: (supervisor.fill_free_slots(), len(supervisor.running))[1] == 1, 30,
+             "the job to start")
+    wait_for(lambda: supervisor.pool.has_result(0), 60, "the child's result in the pipe")
+    return job
+
+
+def settle_dying(dying_behind_proxy, settings, tmp_path, fault: str) -> str:
+    """Run a dying job and settle it while every SQS SendMessage meets *fault*; its id."""
+    supervisor, backends, _, proxy = dying_behind_proxy
+    job = start_dying(supervisor, backends, settings, tmp_path)
+    supervisor.collect_finished(wait=0)
+    proxy.inject(fault, 600, service="sqs", operation="SendMessage")
+    supervisor.settle_finished()
+    proxy.clear()
+    return job
+
+
+def dead_letters(settings) -> list[dict[str, str]]:
+    """The message attributes of every message in the DLQ (each read once)."""
+    sqs = boto3.client("sqs")
+    url = sqs.get_queue_url(QueueName=settings.dlq_name)["QueueUrl"]
+    out = []
+    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                     VisibilityTimeout=60,
+                                     MessageAttributeNames=["All"]).get("Messages", []):
+        out.extend({k: v["StringValue"] for k, v in m["MessageAttributes"].items()} for m in got)
+    return out
+
+
+def assert_one_fate(backends, settings, job: str) -> None:
+    """*job* is dead with one DLQ message naming it and one completion event, its message gone."""
+    record = record_of(backends, job)
+    assert record.status == JobStatus.DEAD
+    letters = dead_letters(settings)
+    assert [(d["imposer_job_id"], d["imposer_epoch"], d["imposer_dead_letter_id"])
+            for d in letters] == [(record.key, record.epoch, f"{record.key}/{record.epoch}")]
+    events = [e.event_id for e in backends.outbox.listed() if e.job_id == job]
+    assert events == [record.webhook_event] == [event_id("acme", job, record.epoch)]
+    depth = backends.queue.depth()
+    assert depth["visible"] + depth["in_flight"] == 0, "the job's message was not deleted"
+
+
+class TestOneDeadLetter:
+    def test_a_dead_letter_whose_reply_was_lost_is_not_sent_again(
+            self, dying_behind_proxy, settings, tmp_path, caplog):
+        """A DLQ send whose reply is lost is retried neither by botocore nor by imposer: the
+        dead job has one DLQ message, one webhook event id, and an error line saying so."""
+        supervisor, backends, _, _ = dying_behind_proxy
+        job = settle_dying(dying_behind_proxy, settings, tmp_path, "drop_reply")
+        assert not len(supervisor.running)
+        assert_one_fate(backends, settings, job)
+        actions = [getattr(r, "action", None) for r in caplog.records]
+        assert actions.count("dead_letter_unsure") == 1
+
+    def test_a_dead_letter_never_sent_is_sent_when_its_message_returns(
+            self, dying_behind_proxy, settings, tmp_path):
+        """A dead job released without its DLQ message (SQS refused the send; a host killed
+        right after the release leaves the same record and message) gets exactly one when its
+        message returns, and no other host may claim it after that."""
+        supervisor, backends, _, _ = dying_behind_proxy
+        job = settle_dying(dying_behind_proxy, settings, tmp_path, "error")
+        assert record_of(backends, job).dead_letter == "owed"
+        assert dead_letters(settings) == []
+        wait_for(lambda: (supervisor.fill_free_slots(),
+                          sum(backends.queue.depth().values()))[1] == 0, 60,
+                 "the returning message to be dead-lettered")
+        assert_one_fate(backends, settings, job)
+        assert not backends.jobs.claim_dead_letter("acme", job, "sending:another-host")
 
 
 @pytest.fixture
