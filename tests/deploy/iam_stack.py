@@ -17,6 +17,9 @@ itself only, so the verdicts are the ones AWS would give:
   item's table (there is no IAM action ``TransactWriteItems``), and a
   ``BatchGetItem`` once per table.
 * SQS ``GetQueueUrl`` is checked against the queue's ARN (moto: ``*``).
+* S3 is judged by the IAM action moto's ``ACTION_MAP`` names (``GetObject`` for a
+  ``HeadObject``), as moto did before 5.2.6; since then moto judges by the API
+  operation's name, which is no IAM action, so every grant missed.
 * S3 ``HeadBucket`` needs ``s3:ListBucket`` (moto asks for ``s3:HeadBucket``,
   which is not an IAM action), ``CopyObject`` also needs ``s3:GetObject``
   on its source (moto checks the destination only), and reading a bucket's
@@ -125,6 +128,21 @@ def patch_moto(decisions: Decisions) -> None:
 
     SQSResponse._determine_resource = sqs_resource
 
+    # moto >= 5.2.6 names the action of every request by its API operation (HeadObject,
+    # GetBucketLifecycleConfiguration), no longer by the IAM action its ACTION_MAP sets in
+    # ``data["Action"]`` (GetObject, GetLifecycleConfiguration); judge S3 by the latter.
+    authorize_s3 = s3_responses.S3Response._authenticate_and_authorize_action
+
+    def authorize_s3_by_iam_action(self, iam_request_cls: type, resource: str = "*") -> None:
+        action = self.data.get("Action")
+        if action:
+            self._get_action = lambda: action  # this request only; serializing is untouched
+        try:
+            authorize_s3(self, iam_request_cls, resource)
+        finally:
+            self.__dict__.pop("_get_action", None)
+
+    s3_responses.S3Response._authenticate_and_authorize_action = authorize_s3_by_iam_action
     s3_responses.ACTION_MAP["BUCKET"]["HEAD"]["DEFAULT"] = "ListBucket"
     # Bucket settings moto judges as ListBucket (it knows no such sub-resource) or under a
     # name that is not an IAM action.
