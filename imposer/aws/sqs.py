@@ -122,8 +122,8 @@ class JobQueue:
                     identity: dict[str, str] | None = None) -> None:
         """Move *message* to the DLQ ourselves, with the reason, then delete it.
 
-        *identity* (a dead job's ``imposer_job_id``, ``imposer_epoch`` and
-        ``imposer_dead_letter_id``, which a DLQ consumer dedupes on) goes with
+        *identity* (``imposer_dead_letter_id``, which a DLQ consumer dedupes on,
+        and a dead job's ``imposer_job_id`` and ``imposer_epoch``) goes with
         it, and then the send is tried once (``send``'s *once*).
         """
         attributes = dict(message.attributes)

@@ -123,8 +123,25 @@ class Messages:
         self.queue.delete(message)
 
     def dead_letter(self, message: Received, reason: str) -> None:
-        """Move the message to the DLQ with *reason* attached, then delete it."""
-        self.queue.dead_letter(message, reason)
+        """Move a message that is no job's (invalid, or its handling kept failing) to the DLQ
+        with *reason*, once, then delete it.
+
+        Its ``imposer_dead_letter_id`` is ``message/<SQS message id>``, the
+        same for every delivery of that message. The send is tried once, as a
+        dead job's is: a reply lost after SQS took it is logged
+        (``dead_letter_unsure``) and the message deleted, not sent again; a
+        send SQS refused leaves the message to come back and try again.
+        """
+        identity = {"imposer_dead_letter_id": f"message/{message.message_id}"}
+        try:
+            self.queue.dead_letter(message, reason, identity)
+        except ReplyLost as exc:
+            logger.error("message %s: its dead letter %s was sent but the reply was lost; not "
+                         "sending it again (%s)", message.message_id,
+                         identity["imposer_dead_letter_id"], exc,
+                         extra=extra("dead_letter_unsure", message.group_id,
+                                     message_id=message.message_id))
+            self.queue.delete(message)
 
     def dead_letter_job(self, jobs: JobStore, request: JobRequest, epoch: str,
                         message: Received, reason: str) -> bool:

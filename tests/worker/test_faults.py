@@ -243,6 +243,57 @@ class TestOneDeadLetter:
         assert not backends.jobs.claim_dead_letter("acme", job, "sending:another-host")
 
 
+class TestOneDeadLetterPerMessage:
+    def send_invalid(self, settings) -> str:
+        """Send a body that is no job; its SQS message id."""
+        sqs = boto3.client("sqs")
+        url = sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
+        return sqs.send_message(QueueUrl=url, MessageBody="not a job",
+                                MessageGroupId="acme")["MessageId"]
+
+    def reject(self, supervisor, backends) -> None:
+        wait_for(lambda: (supervisor.fill_free_slots(),
+                          sum(backends.queue.depth().values()))[1] == 0, 60,
+                 "the invalid message to leave the queue")
+
+    def test_an_invalid_message_dead_letter_names_the_message(
+            self, by_hand_behind_proxy, settings):
+        """The DLQ copy of an invalid message carries imposer_dead_letter_id = message/<id>."""
+        supervisor, backends, _, _ = by_hand_behind_proxy
+        message_id = self.send_invalid(settings)
+        self.reject(supervisor, backends)
+        assert [d["imposer_dead_letter_id"] for d in dead_letters(settings)] == [
+            f"message/{message_id}"]
+
+    def test_a_lost_reply_is_not_sent_again(self, by_hand_behind_proxy, settings, caplog):
+        """An invalid message whose DLQ send's reply is lost is sent neither again by botocore
+        nor when it would come back: one DLQ message, its own gone, an error line saying so."""
+        supervisor, backends, _, proxy = by_hand_behind_proxy
+        message_id = self.send_invalid(settings)
+        proxy.inject("drop_reply", 600, service="sqs", operation="SendMessage")
+        self.reject(supervisor, backends)
+        proxy.clear()
+        assert [d["imposer_dead_letter_id"] for d in dead_letters(settings)] == [
+            f"message/{message_id}"]
+        unsure = [r for r in caplog.records if getattr(r, "action", None) == "dead_letter_unsure"]
+        assert [r.message_id for r in unsure] == [message_id]
+
+    def test_a_refused_send_is_tried_again_when_the_message_returns(
+            self, by_hand_behind_proxy, settings):
+        """A DLQ send SQS refused leaves the invalid message in the queue; it is dead-lettered
+        once when it comes back."""
+        supervisor, backends, clock, proxy = by_hand_behind_proxy
+        message_id = self.send_invalid(settings)
+        proxy.inject("error", 600, service="sqs", operation="SendMessage")
+        wait_for(lambda: (supervisor.fill_free_slots(), proxy.injected[("sqs", "error")])[1] > 0, 60,
+                 "a refused DLQ send")
+        proxy.clear()
+        assert dead_letters(settings) == []
+        self.reject(supervisor, backends)
+        assert [d["imposer_dead_letter_id"] for d in dead_letters(settings)] == [
+            f"message/{message_id}"]
+
+
 @pytest.fixture
 def workers():
     started: list[Worker] = []
