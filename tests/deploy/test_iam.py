@@ -199,6 +199,7 @@ def scenario(iam_stack, tmp_path_factory) -> Scenario:
             imposer("doctor", "doctor")
         submit_jobs(result, iam_stack.url, tmp, receiver)
         result.worker_exit = run_worker({**_base_env(), **env,
+                                         "IMPOSER_WORK_DIR": str(tmp / "work"),
                                          **result.worker.env(iam_stack.url)}, tmp / "worker.log")
         result.worker_log = [json.loads(line) for line in (tmp / "worker.log").read_text()
                              .splitlines() if line.startswith("{")]
