@@ -16,23 +16,21 @@ warning instead.
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 
 import attrs
 import pikepdf
 from pikepdf import Name
 
+from imposer.engine.drawing import (border_of, colour, ellipse, form_xobject, number_or, numbers,
+                                    path, rect_of)
+from imposer.engine.widgets import widget
 from imposer.engine.marks import num
 from imposer.engine.source import inherited
 
 #: Annotation flags (PDF 32000 table 165).
 HIDDEN, PRINT = 2, 4
-#: Field flags of a button field: radio button, push button.
-RADIO, PUSH = 1 << 15, 1 << 16
 #: Kinds never printed or drawn by a viewer from nothing: nothing to build, nothing to say.
 _SILENT = {"/Link", "/Popup"}
-#: Bezier handle length for a quarter circle of radius 1.
-_KAPPA = 4 * (math.sqrt(2) - 1) / 3
 #: Most annotations named one by one in the warnings; the rest are counted.
 MAX_NAMED = 10
 
@@ -130,67 +128,9 @@ def _settle_state(annot: pikepdf.Dictionary) -> bool:
     return True
 
 
-def _numbers(value: object) -> list[float]:
-    if not isinstance(value, pikepdf.Array):
-        return []
-    try:
-        found = [float(v) for v in value]
-    except (TypeError, ValueError):
-        return []
-    return found if all(math.isfinite(v) for v in found) else []
-
-
-def colour(value: object, stroke: bool) -> str | None:
-    """Return the operator setting a /C or /IC colour, or None for no colour."""
-    parts = _numbers(value)
-    op = {1: "g", 3: "rg", 4: "k"}.get(len(parts))
-    if op is None:
-        return None
-    return f"{' '.join(num(v) for v in parts)} {op.upper() if stroke else op}"
-
-
-def _number(value: object, default: float) -> float:
-    """Return a PDF number (pikepdf gives int or Decimal) as a finite float, else *default*."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
-        return default
-    number = float(value)
-    return number if math.isfinite(number) else default
-
-
-def _border(annot: pikepdf.Dictionary) -> tuple[float, str]:
-    """Return the border width and the dash operator from /BS (or the older /Border)."""
-    bs = annot.get("/BS")
-    width, dash = 1.0, ""
-    if isinstance(bs, pikepdf.Dictionary):
-        width = _number(bs.get("/W"), 1.0)
-        if bs.get("/S") == Name.D:
-            pattern = _numbers(bs.get("/D")) or [3.0]
-            dash = f"[{' '.join(num(v) for v in pattern)}] 0 d"
-    else:
-        border = _numbers(annot.get("/Border"))
-        if len(border) >= 3:
-            width = border[2]
-    return max(0.0, width), dash
-
-
-def _rect(annot: pikepdf.Dictionary) -> tuple[float, float, float, float] | None:
-    r = _numbers(annot.get("/Rect"))
-    if len(r) != 4:
-        return None
-    return min(r[0], r[2]), min(r[1], r[3]), max(r[0], r[2]), max(r[1], r[3])
-
-
-def _stream(pdf: pikepdf.Pdf, ops: list[str], bbox: tuple[float, ...],
-            resources: pikepdf.Dictionary | None = None) -> pikepdf.Stream:
-    form = pdf.make_stream("\n".join(ops).encode(), Type=Name.XObject, Subtype=Name.Form,
-                           BBox=list(bbox))
-    form.Resources = resources if resources is not None else pikepdf.Dictionary()
-    return form
-
-
 def _opacity(annot: pikepdf.Dictionary, blend: str | None) -> tuple[pikepdf.Dictionary, bool]:
     """Return resources with graphics state /A for the annotation's opacity and blend mode."""
-    alpha = min(1.0, max(0.0, _number(annot.get("/CA"), 1.0)))
+    alpha = min(1.0, max(0.0, number_or(annot.get("/CA"), 1.0)))
     if alpha >= 1 and blend is None:
         return pikepdf.Dictionary(), False
     state = pikepdf.Dictionary(Type=Name.ExtGState, CA=alpha, ca=alpha)
@@ -206,7 +146,7 @@ def _markup(pdf: pikepdf.Pdf, annot: pikepdf.Dictionary, ops: list[str],
     Its box (and the annotation's /Rect) grows to cover *points* plus *reach*, so a
     stroke's width is never clipped.
     """
-    rect = _rect(annot)
+    rect = rect_of(annot)
     xs = [p[0] for p in points] + ([rect[0], rect[2]] if rect else [])
     ys = [p[1] for p in points] + ([rect[1], rect[3]] if rect else [])
     box = (min(xs) - reach, min(ys) - reach, max(xs) + reach, max(ys) + reach)
@@ -215,13 +155,13 @@ def _markup(pdf: pikepdf.Pdf, annot: pikepdf.Dictionary, ops: list[str],
         ops = ["/A gs", *ops]
     # BBox and Rect are the same page-space box, so the appearance lands where it was drawn
     annot.Rect = list(box)
-    annot.AP = pikepdf.Dictionary(N=_stream(pdf, ["q", *ops, "Q"], box, resources))
+    annot.AP = pikepdf.Dictionary(N=form_xobject(pdf, ["q", *ops, "Q"], box, resources))
     return transparent
 
 
 def _quads(annot: pikepdf.Dictionary) -> list[list[tuple[float, float]]]:
     """Return each quadrilateral of /QuadPoints, its corners in order around it."""
-    values = _numbers(annot.get("/QuadPoints"))
+    values = numbers(annot.get("/QuadPoints"))
     quads = []
     for i in range(0, len(values) - 7, 8):
         corners = [(values[i + j], values[i + j + 1]) for j in range(0, 8, 2)]
@@ -229,12 +169,6 @@ def _quads(annot: pikepdf.Dictionary) -> list[list[tuple[float, float]]]:
         # writers disagree on the corner order (the standard's or Acrobat's): sort by angle
         quads.append(sorted(corners, key=lambda p: math.atan2(p[1] - cy, p[0] - cx)))
     return quads
-
-
-def _path(points: list[tuple[float, float]], close: bool = False) -> str:
-    first, *rest = points
-    ops = [f"{num(first[0])} {num(first[1])} m"] + [f"{num(x)} {num(y)} l" for x, y in rest]
-    return " ".join(ops) + (" h" if close else "")
 
 
 def _bottom_edge(quad: list[tuple[float, float]]
@@ -250,7 +184,7 @@ def _highlight(pdf, annot, form) -> bool | None:
     quads, fill = _quads(annot), colour(annot.get("/C"), stroke=False)
     if not quads or fill is None:
         return None
-    ops = [fill] + [_path(q, close=True) + " f" for q in quads]
+    ops = [fill] + [path(q, close=True) + " f" for q in quads]
     # multiply, as viewers do: the marker colours the text under it instead of hiding it
     return _markup(pdf, annot, ops, [p for q in quads for p in q], 0.0, blend="/Multiply")
 
@@ -274,7 +208,7 @@ def _text_line(where: float, wavy: bool = False):
                         for i in range(steps + 1)]
             else:
                 line = [a, b]
-            ops.append(f"{num(width)} w {_path(line)} S")
+            ops.append(f"{num(width)} w {path(line)} S")
             points += line
         return _markup(pdf, annot, ops, points, 2.0)
     return build
@@ -283,27 +217,27 @@ def _text_line(where: float, wavy: bool = False):
 def _ink(pdf, annot, form) -> bool | None:
     stroke = colour(annot.get("/C"), stroke=True)
     strokes = annot.get("/InkList")
-    paths = [_numbers(s) for s in strokes] if isinstance(strokes, pikepdf.Array) else []
+    paths = [numbers(s) for s in strokes] if isinstance(strokes, pikepdf.Array) else []
     paths = [[(p[i], p[i + 1]) for i in range(0, len(p) - 1, 2)] for p in paths]
     paths = [p for p in paths if p]
-    width, dash = _border(annot)
+    width, dash = border_of(annot)
     if not paths or stroke is None or width == 0:
         return None
     ops = [stroke, f"{num(width)} w 1 J 1 j", dash]
-    ops += [_path(p if len(p) > 1 else p * 2) + " S" for p in paths]
+    ops += [path(p if len(p) > 1 else p * 2) + " S" for p in paths]
     return _markup(pdf, annot, ops, [pt for p in paths for pt in p], width)
 
 
 def _shape(ellipse: bool):
     """Build Square or Circle: /Rect less half the border (and /RD), stroked /C, filled /IC."""
     def build(pdf, annot, form) -> bool | None:
-        rect = _rect(annot)
+        rect = rect_of(annot)
         stroke, fill = colour(annot.get("/C"), stroke=True), colour(annot.get("/IC"),
                                                                      stroke=False)
-        width, dash = _border(annot)
+        width, dash = border_of(annot)
         if rect is None or (fill is None and (stroke is None or width == 0)):
             return None
-        rd = _numbers(annot.get("/RD"))
+        rd = numbers(annot.get("/RD"))
         rd = rd if len(rd) == 4 else [0.0] * 4
         half = width / 2 if stroke else 0.0
         x0, y0 = rect[0] + rd[0] + half, rect[1] + rd[3] + half
@@ -313,22 +247,11 @@ def _shape(ellipse: bool):
         paint = "B" if fill and stroke and width else ("f" if fill else "S")
         ops = [op for op in (stroke, fill) if op] + [f"{num(width)} w", dash]
         if ellipse:
-            ops.append(_ellipse(x0, y0, x1, y1) + f" {paint}")
+            ops.append(ellipse(x0, y0, x1, y1) + f" {paint}")
         else:
             ops.append(f"{num(x0)} {num(y0)} {num(x1 - x0)} {num(y1 - y0)} re {paint}")
         return _markup(pdf, annot, ops, [(x0, y0), (x1, y1)], half)
     return build
-
-
-def _ellipse(x0: float, y0: float, x1: float, y1: float) -> str:
-    cx, cy, rx, ry = (x0 + x1) / 2, (y0 + y1) / 2, (x1 - x0) / 2, (y1 - y0) / 2
-    kx, ky = rx * _KAPPA, ry * _KAPPA
-    p = num
-    return (f"{p(cx + rx)} {p(cy)} m "
-            f"{p(cx + rx)} {p(cy + ky)} {p(cx + kx)} {p(cy + ry)} {p(cx)} {p(cy + ry)} c "
-            f"{p(cx - kx)} {p(cy + ry)} {p(cx - rx)} {p(cy + ky)} {p(cx - rx)} {p(cy)} c "
-            f"{p(cx - rx)} {p(cy - ky)} {p(cx - kx)} {p(cy - ry)} {p(cx)} {p(cy - ry)} c "
-            f"{p(cx + kx)} {p(cy - ry)} {p(cx + rx)} {p(cy - ky)} {p(cx + rx)} {p(cy)} c h")
 
 
 def _ends_plain(annot: pikepdf.Dictionary) -> bool:
@@ -337,123 +260,38 @@ def _ends_plain(annot: pikepdf.Dictionary) -> bool:
 
 
 def _line(pdf, annot, form) -> bool | None:
-    points = _numbers(annot.get("/L"))
+    points = numbers(annot.get("/L"))
     stroke = colour(annot.get("/C"), stroke=True)
-    width, dash = _border(annot)
+    width, dash = border_of(annot)
     if len(points) != 4 or stroke is None or width == 0 or not _ends_plain(annot) \
             or "/LL" in annot:  # arrow heads and dimension leaders are not drawn here
         return None
     line = [(points[0], points[1]), (points[2], points[3])]
-    return _markup(pdf, annot, [stroke, f"{num(width)} w", dash, _path(line) + " S"], line,
+    return _markup(pdf, annot, [stroke, f"{num(width)} w", dash, path(line) + " S"], line,
                    width)
 
 
 def _poly(closed: bool):
     """Build Polygon (closed, filled with /IC) or PolyLine from /Vertices."""
     def build(pdf, annot, form) -> bool | None:
-        values = _numbers(annot.get("/Vertices"))
+        values = numbers(annot.get("/Vertices"))
         points = [(values[i], values[i + 1]) for i in range(0, len(values) - 1, 2)]
         stroke = colour(annot.get("/C"), stroke=True)
         fill = colour(annot.get("/IC"), stroke=False) if closed else None
-        width, dash = _border(annot)
+        width, dash = border_of(annot)
         if len(points) < 2 or (stroke is None and fill is None) \
                 or (not closed and not _ends_plain(annot)):
             return None
         paint = "b" if fill and stroke else ("f" if fill else ("s" if closed else "S"))
         ops = [op for op in (stroke, fill) if op] + [f"{num(width)} w 1 j", dash,
-                                                     f"{_path(points)} {paint}"]
+                                                     f"{path(points)} {paint}"]
         return _markup(pdf, annot, ops, points, width)
     return build
-
-
-def _widget(pdf, annot, form) -> bool | None:
-    """Build a form field's border and background, with a check box's or radio's mark."""
-    rect = _rect(annot)
-    if rect is None:
-        return None
-    w, h = rect[2] - rect[0], rect[3] - rect[1]
-    mk = annot.get("/MK")
-    mk = mk if isinstance(mk, pikepdf.Dictionary) else pikepdf.Dictionary()
-    frame = _frame(annot, mk, w, h)
-    kind, flags = inherited(annot, "/FT"), inherited(annot, "/Ff")
-    flags = int(flags) if isinstance(flags, int) else 0
-    if kind in (Name.Tx, Name.Ch):
-        # qpdf writes the value between these markers (see document.flatten_annotations)
-        resources = pikepdf.Dictionary()
-        fonts = form.get("/DR", {}).get("/Font") if isinstance(form.get("/DR"),
-                                                                pikepdf.Dictionary) else None
-        if isinstance(fonts, pikepdf.Dictionary):
-            resources.Font = fonts
-        annot.AP = pikepdf.Dictionary(N=_stream(pdf, frame + ["/Tx BMC EMC"], (0, 0, w, h),
-                                                resources))
-        return False
-    if kind == Name.Btn and not flags & PUSH:
-        on = _on_state(annot)
-        mark = _check(mk, w, h, radio=bool(flags & RADIO))
-        states = pikepdf.Dictionary(Off=_stream(pdf, frame, (0, 0, w, h)))
-        states[on] = _stream(pdf, frame + mark, (0, 0, w, h))
-        annot.AP = pikepdf.Dictionary(N=states)
-        if not isinstance(annot.get("/AS"), Name):
-            value = inherited(annot, "/V")
-            annot.AS = Name(on) if value == Name(on) else Name.Off
-        return False
-    if not frame:
-        return None
-    annot.AP = pikepdf.Dictionary(N=_stream(pdf, frame, (0, 0, w, h)))
-    return False
-
-
-def _frame(annot: pikepdf.Dictionary, mk: pikepdf.Dictionary, w: float, h: float) -> list[str]:
-    """Return the operators of a widget's background (/MK /BG) and border (/MK /BC, /BS)."""
-    ops = []
-    fill = colour(mk.get("/BG"), stroke=False)
-    if fill:
-        ops.append(f"{fill} 0 0 {num(w)} {num(h)} re f")
-    stroke = colour(mk.get("/BC"), stroke=True)
-    width, dash = _border(annot)
-    if stroke and width:
-        bs = annot.get("/BS")
-        style = bs.get("/S") if isinstance(bs, pikepdf.Dictionary) else None
-        half = width / 2
-        if style == Name.U:
-            ops.append(f"{stroke} {num(width)} w 0 {num(half)} m {num(w)} {num(half)} l S")
-        else:
-            ops.append(f"{stroke} {num(width)} w {dash} {num(half)} {num(half)} "
-                       f"{num(w - width)} {num(h - width)} re S")
-    return ops
-
-
-def _on_state(annot: pikepdf.Dictionary) -> str:
-    """Return the name of a button's on state: its /AS or value if not Off, else /Yes."""
-    for value in (annot.get("/AS"), inherited(annot, "/V")):
-        if isinstance(value, Name) and value != Name.Off:
-            return str(value)
-    return "/Yes"
-
-
-def _check(mk: pikepdf.Dictionary, w: float, h: float, radio: bool) -> list[str]:
-    """Draw the button's mark as a path: the ZapfDingbats character /MK /CA names, by shape."""
-    caption = str(mk.get("/CA", "l" if radio else "4"))[:1]
-    # the field's text colour, else black
-    fill = colour(mk.get("/TC"), stroke=False) or "0 g"
-    stroke = colour(mk.get("/TC"), stroke=True) or "0 G"
-    s, cx, cy = min(w, h) * 0.6, w / 2, h / 2
-    if caption == "l":  # a dot
-        return [fill, _ellipse(cx - s / 3, cy - s / 3, cx + s / 3, cy + s / 3) + " f"]
-    if caption == "n":  # a square
-        return [fill, f"{num(cx - s / 3)} {num(cy - s / 3)} {num(2 * s / 3)} "
-                      f"{num(2 * s / 3)} re f"]
-    if caption == "8":  # a cross
-        lines = [[(cx - s / 2, cy - s / 2), (cx + s / 2, cy + s / 2)],
-                 [(cx - s / 2, cy + s / 2), (cx + s / 2, cy - s / 2)]]
-    else:  # a tick, for "4" and anything else
-        lines = [[(cx - s / 2, cy), (cx - s / 6, cy - s / 2), (cx + s / 2, cy + s / 2)]]
-    return [stroke, f"{num(s / 6)} w 1 J 1 j"] + [_path(line) + " S" for line in lines]
 
 
 _BUILDERS = {
     "/Highlight": _highlight, "/Underline": _text_line(0.0),
     "/StrikeOut": _text_line(0.5), "/Squiggly": _text_line(0.0, wavy=True),
     "/Ink": _ink, "/Square": _shape(False), "/Circle": _shape(True), "/Line": _line,
-    "/Polygon": _poly(True), "/PolyLine": _poly(False), "/Widget": _widget,
+    "/Polygon": _poly(True), "/PolyLine": _poly(False), "/Widget": widget,
 }
