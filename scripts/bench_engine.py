@@ -36,7 +36,7 @@ forms, as documents ganged into one job do. US Letter, A4, landscape and
 rotated pages are turned and shrunk into A4 cells, 2-up on SRA3 with bleed
 and crop marks. Its rows give the whole-process peak RSS and what each page
 adds (the slope between the two largest sizes), and what that makes at the
-budget's page limit: the figure README's *Budget* section quotes.
+budget's page limit: the figure docs/layout-spec.rst's *Budget* section quotes.
 """
 
 from __future__ import annotations

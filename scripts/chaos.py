@@ -11,7 +11,7 @@ receiver that is down), then checks the invariants and prints a table of
 faults x violations with every violation explained. Exit status 1 when
 anything was violated.
 
-    python scripts/chaos.py --faults 300 --seed 7          # the long run (README)
+    python scripts/chaos.py --faults 300 --seed 7          # docs/fault-injection.rst
     python scripts/chaos.py --faults 3 --kinds host_sigstop --hosts 2 --slots 2   # one fault kind
 
 The short seeded run in CI is ``tests/chaos/test_chaos.py``.

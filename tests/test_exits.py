@@ -28,6 +28,6 @@ class TestExitCodes:
         """README's exit code table has one row per code, no more, no fewer."""
         text = README.read_text()
         section = text[text.index("Exit codes\n----------"):]
-        section = section[: section.index("Local stack\n")]
+        section = section[: section.index("\nConfiguration\n---")]
         rows = [int(m.group(1)) for m in re.finditer(r"^(\d+)\s{2,}\S", section, re.M)]
         assert rows == sorted(e.value for e in Exit)

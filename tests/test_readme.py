@@ -1,7 +1,8 @@
-"""README's command examples that show their output are run, and the output compared.
+"""The command examples of README and docs/ that show their output are run, and the
+output compared.
 
 An example is a ``$ imposer ...`` line in a literal block followed by what it
-prints. ``...`` in README elides: a line that is only ``...`` skips any lines,
+prints. ``...`` in a page elides: a line that is only ``...`` skips any lines,
 a line ending in ``...`` need only start the printed line. Timings (``in
 0.01 s``) are not compared.
 """
@@ -19,7 +20,9 @@ import pytest
 
 from imposer.dev.samples import A5, numbered_pdf
 
-README = Path(__file__).resolve().parents[1] / "README.rst"
+ROOT = Path(__file__).resolve().parents[1]
+#: README and every page under docs/: where examples are collected from.
+PAGES = [ROOT / "README.rst", *sorted((ROOT / "docs").glob("*.rst"))]
 PROMPT = re.compile(r"^(\s*)\$ (imposer .*)$")
 #: Examples that stand for a live system (a job id, a running fleet): shown, not run.
 ILLUSTRATIVE = {"imposer why 3f2c..."}
@@ -27,8 +30,13 @@ TIMING = re.compile(r"in \d+\.\d+ s\b")
 
 
 def examples() -> list[tuple[str, list[str]]]:
-    """Every (command, printed lines) README shows."""
-    lines = README.read_text().splitlines()
+    """Every (command, printed lines) README and the docs pages show."""
+    return [example for page in PAGES for example in examples_in(page.read_text())]
+
+
+def examples_in(text: str) -> list[tuple[str, list[str]]]:
+    """Every (command, printed lines) *text* shows."""
+    lines = text.splitlines()
     found = []
     for n, line in enumerate(lines):
         match = PROMPT.match(line)
@@ -47,7 +55,7 @@ def examples() -> list[tuple[str, list[str]]]:
 
 
 def same(shown: list[str], printed: list[str]) -> str | None:
-    """Say where *printed* departs from README's *shown* lines, or None if it does not."""
+    """Say where *printed* departs from the *shown* lines of a page, or None if it does not."""
     printed = [TIMING.sub("in N s", p.rstrip()) for p in printed]
     at, skipping = 0, False
     for want in (TIMING.sub("in N s", w) for w in shown):
@@ -61,9 +69,9 @@ def same(shown: list[str], printed: list[str]) -> str | None:
             if (got.startswith(prefix) if prefix is not None else got == want):
                 break
             if not skipping:
-                return f"README shows {want!r}, the command printed {got!r}"
+                return f"the page shows {want!r}, the command printed {got!r}"
         else:
-            return f"README shows {want!r}, the command never printed it"
+            return f"the page shows {want!r}, the command never printed it"
         skipping = False
     return None
 
@@ -75,11 +83,17 @@ class TestReadmeExamples:
         assert set(ILLUSTRATIVE) <= set(commands)
         assert len(commands) >= 4
 
+    def test_examples_are_collected_from_every_page(self):
+        """An example moved from README into a docs page is still collected and run."""
+        assert len(PAGES) > 1 and all(page.is_file() for page in PAGES)
+        commands = {command.split()[1] for command, _ in examples()}
+        assert {"layouts", "impose", "simulate", "why"} <= commands
+
     @pytest.mark.parametrize("command, shown", [e for e in examples()
                                                 if e[0] not in ILLUSTRATIVE],
                              ids=lambda value: value if isinstance(value, str) else "")
     def test_example_prints_what_readme_shows(self, tmp_path, command, shown):
-        """The command, run as README shows it with the default settings, prints those lines."""
+        """The command, run as its page shows it with the default settings, prints those lines."""
         numbered_pdf(tmp_path / "in.pdf", 16, *A5)
         env = {k: v for k, v in os.environ.items() if not k.startswith("IMPOSER_")}
         args = shlex.split(command)[1:]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from imposer.errors import ConfigError
@@ -55,8 +57,17 @@ class TestSettings:
             ("prod-leases", "prod-jobs", "prod-tenants")
 
 
-def readme_table() -> str:
-    """README's settings table, rendered from the Settings fields (run this to regenerate it)."""
+#: The settings README's configuration summary shows; docs/configuration.rst has them all.
+SUMMARY = ("IMPOSER_SLOTS", "IMPOSER_DEFAULT_CAP", "IMPOSER_HEARTBEAT_SECONDS",
+           "IMPOSER_LEASE_TTL_SECONDS", "IMPOSER_PARK_SECONDS", "IMPOSER_ENGINE",
+           "IMPOSER_PDFTOOLBOX", "IMPOSER_JOB_TIMEOUT_SECONDS", "IMPOSER_MAX_ATTEMPTS",
+           "IMPOSER_BORROW", "IMPOSER_RESERVE_SLOTS", "IMPOSER_GRACE_SECONDS")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def settings_table(only: tuple[str, ...] = ()) -> str:
+    """The settings table, rendered from the Settings fields (run this to regenerate it):
+    every setting for docs/configuration.rst, or those *only* names for README's summary."""
     import textwrap
 
     import attrs
@@ -64,6 +75,8 @@ def readme_table() -> str:
     lines = [".. list-table::", "   :header-rows: 1", "   :widths: 30 26 14 30", "",
              "   * - Variable", "     - Option", "     - Default", "     - Meaning"]
     for field in attrs.fields(Settings):
+        if only and field.metadata["env"] not in only:
+            continue
         default = field.default
         if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
             default = "host name"
@@ -75,10 +88,23 @@ def readme_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-class TestReadme:
+class TestSettingsTables:
     def test_settings_table_matches_the_code(self):
-        """README lists every setting with its variable, option, default and meaning."""
-        from pathlib import Path
+        """docs/configuration.rst lists every setting with its variable, option, default and
+        meaning."""
+        page = (ROOT / "docs" / "configuration.rst").read_text()
+        assert settings_table() in page, "regenerate with tests.test_settings.settings_table()"
 
-        readme = (Path(__file__).resolve().parents[1] / "README.rst").read_text()
-        assert readme_table() in readme, "regenerate with tests.test_settings.readme_table()"
+    def test_readme_summary_matches_the_code(self):
+        """README's configuration summary shows its settings as the code defines them."""
+        readme = (ROOT / "README.rst").read_text()
+        assert settings_table(SUMMARY) in readme, \
+            "regenerate with tests.test_settings.settings_table(SUMMARY)"
+
+    def test_summary_names_only_real_settings(self):
+        """Every name of the summary is a setting, so no row silently drops out of it."""
+        import attrs
+
+        known = {field.metadata["env"] for field in attrs.fields(Settings)}
+        assert set(SUMMARY) <= known
+        assert settings_table(SUMMARY).count("   * - ``IMPOSER_") == len(SUMMARY)

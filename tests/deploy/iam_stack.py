@@ -28,7 +28,8 @@ itself only, so the verdicts are the ones AWS would give:
   ``s3:GetBucketPublicAccessBlock`` (moto asks for ``s3:ListBucket`` or a
   name that is no IAM action).
 
-What stays out of reach is said in README's "Deploy on AWS": conditions
+What stays out of reach is said in docs/deploy-on-aws.rst, "What the local stack cannot
+check": conditions
 (moto treats a statement whose condition it cannot evaluate as a deny),
 policy variables, resource-based policies, and S3 answering 403 instead of
 404 for a missing key without ``s3:ListBucket``.

@@ -384,23 +384,35 @@ class TestLogShipping:
         assert followed == emitting
 
 
-class TestReadme:
+class TestDocs:
     def test_the_metrics_table_is_the_catalogue(self):
-        """README's Metrics table lists each catalogued metric with its unit and dimensions."""
-        text = (ROOT / "README.rst").read_text()
+        """The Metrics table of docs/operations.rst lists each catalogued metric with its unit
+        and dimensions."""
+        text = (ROOT / "docs" / "operations.rst").read_text()
         section = text.split("\nMetrics\n-------\n", 1)[1].split("\n-----", 1)[0]
         rows = re.findall(r"^``(\w+)``\s+(\w+)\s{2,}(\S.*?)\s{2,}\S", section, re.MULTILINE)
         assert {name: (unit, dims) for name, unit, dims in rows} == {
             name: (m.unit, ", ".join(m.dimensions) or "(none)") for name, m in CATALOGUE.items()}
 
     def test_every_alarm_says_what_to_do(self):
-        """Each alarm of the template has its row in README's alarm table, and no other does."""
-        text = (ROOT / "README.rst").read_text()
+        """Each alarm of the template has its row in the runbook's alarm table
+        (docs/operations.rst), and no other does."""
+        text = (ROOT / "docs" / "operations.rst").read_text()
         section = text.split("Alarm                      Fires when", 1)[1].split("\n\n", 1)[0]
         named = set(re.findall(r"^``(\w+Alarm)``", section, re.MULTILINE))
         alarms = set(Stack().of_type("AWS::CloudWatch::Alarm")) | set(
             Stack().of_type("AWS::CloudWatch::CompositeAlarm"))
         # the composite's two halves notify only through it; its row explains both
+        assert named == alarms - {"BusySlotsAlarm", "LongWaitsAlarm"}
+
+    def test_readme_summary_names_every_alarm(self):
+        """README's alarm summary names each alarm that notifies, and no other."""
+        text = (ROOT / "README.rst").read_text()
+        section = text.split("\nMetrics and alarms\n------------------\n", 1)[1]
+        section = section.split("\n-----", 1)[0]
+        named = set(re.findall(r"``(\w+Alarm)``", section))
+        alarms = set(Stack().of_type("AWS::CloudWatch::Alarm")) | set(
+            Stack().of_type("AWS::CloudWatch::CompositeAlarm"))
         assert named == alarms - {"BusySlotsAlarm", "LongWaitsAlarm"}
 
 

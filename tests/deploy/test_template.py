@@ -410,7 +410,8 @@ class TestMetrics:
 
 
 def agent_config(stack: Stack) -> dict:
-    """deploy/cloudwatch-agent.json rendered for *stack* as README's envsubst line does."""
+    """deploy/cloudwatch-agent.json rendered for *stack* as the envsubst line of
+    docs/deploy-on-aws.rst does."""
     text = (DEPLOY / "cloudwatch-agent.json").read_text()
     return json.loads(string.Template(text).substitute(
         IMPOSER_LOG_GROUP=stack.output("LogGroupName")))

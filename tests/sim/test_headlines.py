@@ -30,7 +30,7 @@ from imposer.sim.headline import (
 )
 from imposer.sim.workload import synthetic
 
-#: The stack's speed on an idle machine (README, *Benchmarks*: a call 7-13 ms, a receive
+#: The stack's speed on an idle machine (docs/benchmarks.rst: a call 7-13 ms, a receive
 #: 26-43 ms).
 LATENCY = {"call": 0.010, "receive": 0.040}
 #: What each target's simulated figure is at the time of writing: the margin to the target.
