@@ -42,7 +42,7 @@ class Metric:
 
     unit: str
     dimensions: tuple[str, ...]
-    #: What a data point means, for README and the dashboard.
+    #: What a data point means, for docs/operations.rst and the dashboard.
     meaning: str
 
 

@@ -8,7 +8,7 @@ decode (never more than one chunk in memory) only for a stream whose
 compressed size could expand past the limit.
 
 The defaults are about five times what the 2,000-page benchmark needs (see
-README, "Budget"), so no real job comes near them.
+docs/layout-spec.rst, "Budget"), so no real job comes near them.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ class Target:
     floor: bool = False
 
 
-#: The benchmark's targets, the cap's and borrowing's (README, *Benchmarks*).
+#: The benchmark's targets, the cap's and borrowing's (docs/benchmarks.rst).
 TARGETS = (
     Target(run=("lone", "cap"), figure="makespan", bound=1.10,
            what="lone heavy tenant, cap, 1 host: makespan"),
