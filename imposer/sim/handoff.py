@@ -9,9 +9,9 @@ pays what is owed, oldest tenant first (``Refiller.wake_idle``).
 With borrowing on, a borrowed job's freed slot, and the idle slots an empty
 receive finds, go to capped tenants' parked jobs under the borrow rule
 (``Refiller.lend``, ``policy.borrow_turns``); the freed slot's job is started
-by the release's own transaction (``Refiller.promise_slot``), no call of its own. The worker's periodic
-``redrive`` is not replayed: it starts only what a failed AWS call left,
-and here none fails.
+by the release's own transaction (``Refiller.promise_slot``), no call of its
+own. The worker's periodic ``redrive`` is not replayed: it starts only what a
+failed AWS call left, and here none fails.
 """
 
 from __future__ import annotations

@@ -11,9 +11,10 @@ none waiting there, so quiet tenants still come first.
 With borrowing on, idle slots beyond the reserve go to capped tenants'
 parked jobs (``lend``): when a borrowed job ends (its release itself starting
 the parked job the borrow rule picks, in a borrowed lease: ``promise_slot``),
-when a receive finds the queue empty, and once per read of the waiting view. And parked jobs that no
-hand-off reached (a failed release, hand-over or read of the notes) are
-started by ``redrive`` once per read of that view, within the cap.
+when a receive finds the queue empty, and once per read of the waiting view.
+And parked jobs that no hand-off reached (a failed release, hand-over or read
+of the notes) are started by ``redrive`` once per read of that view, within
+the cap.
 """
 
 from __future__ import annotations
