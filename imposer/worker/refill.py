@@ -215,8 +215,9 @@ class Refiller:
 
         False when the hand-over was refused (the note was taken elsewhere, or
         the tenant is over a lowered cap): the slot is then free as after any
-        release. A handed job the worker cannot launch now (it is stopping, or
-        its message is gone) has its lease given back.
+        release. A handed job the worker cannot launch now (it is stopping, its
+        message is gone, or, borrowed, the borrow rule no longer allows it) has
+        its lease given back.
         """
         note, successor = handover.note, handover.successor
         self.handoff.taken(note)
@@ -227,10 +228,14 @@ class Refiller:
         self.launcher.received_at = self.clock.monotonic()
         with guard(request):
             free = self.pool.free()
+            why = "the worker is stopping" if stopping() else None if free else "no free slot"
+            if why is None and lease.borrowed:
+                # the borrow rule again: a release tried again after an AWS error may find
+                # the reserve taken meanwhile
+                why = self.borrowing.allows(request.tenant_id, len(free))
             if slot in free:
                 free = [slot]
-            if stopping() or not free:
-                why = "the worker is stopping" if stopping() else "no free slot"
+            if why is not None:
                 self.launcher.unwind(lease, why)
                 self.messages.give_back(message)
                 return True
