@@ -495,6 +495,48 @@ class TestBorrowedStartWithTheRelease:
                 "the first borrow and the one with the release"
 
 
+    def test_a_release_tried_again_after_the_reserve_was_taken_starts_nothing(
+            self, settings, tmp_path):
+        """The borrowed job's release (promised to the parked job) meets an AWS error; before
+        it is tried again globex's job takes one of the two free slots: the hand-over then
+        commits, but the borrow rule, asked again, keeps the last free slot in reserve, so
+        the parked job's lease is given back and it waits (queued) instead of starting."""
+        with own_borrowed_and_parked(settings, tmp_path, parked=1) as (
+                supervisor, backends, gates, own, lent):
+            supervisor.receiver.stop(30)  # globex's message is dispatched by hand, below
+            (quiet,) = submit_jobs(supervisor.settings, tmp_path, "globex", 1,
+                                   layout(fake_until=gates[own]))
+            messages = wait_for(lambda: backends.queue.receive(10, 1, 600), 30,
+                                "globex's message")
+            dynamo, failed = supervisor.leases.dynamo, []
+            transact = dynamo.transact
+
+            def flaky(items, what, token=None):
+                if what.startswith("hand over") and not failed:
+                    failed.append(what)
+                    raise TransientBackendError("transact: connection was closed")
+                return transact(items, what, token)
+
+            dynamo.transact = flaky
+            gates[lent].touch()
+            wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
+                              failed)[-1], 60, "the borrowed job's release to fail once")
+            (settling,) = supervisor.running.settling()
+            promised = settling.handover.successor
+            assert promised.lease.borrowed and len(supervisor.pool.free()) == 2
+            supervisor.dispatch.take_batch(messages, supervisor.pool.free(), lambda: False)
+            assert record_of(backends, quiet).status is JobStatus.RUNNING
+            supervisor.clock.advance(30)  # past the release's retry
+            supervisor.settle_finished()
+            assert record_of(backends, lent).status is JobStatus.SUCCEEDED
+            record = record_of(backends, promised.request.job_id)
+            assert record.status is JobStatus.QUEUED and "reserve" in record.wait_reason, \
+                record
+            assert len(supervisor.pool.free()) == 1, "the reserve is still free"
+            counter = backends.leases.counters()["acme"]
+            assert (counter.inflight, counter.borrowed) == (1, 0)
+
+
 @pytest.mark.slow
 class TestTheLastFreeSlot:
     def test_a_look_at_an_empty_queue_hands_the_last_slot_over_with_the_release(
