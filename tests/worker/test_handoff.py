@@ -494,7 +494,6 @@ class TestBorrowedStartWithTheRelease:
             assert supervisor.metrics.totals[("borrowed", (("tenant_id", "acme"),))] == 2, \
                 "the first borrow and the one with the release"
 
-
     def test_a_release_tried_again_after_the_reserve_was_taken_starts_nothing(
             self, settings, tmp_path):
         """The borrowed job's release (promised to the parked job) meets an AWS error; before
