@@ -8,9 +8,10 @@ pays what is owed, oldest tenant first (``Refiller.wake_idle``).
 
 With borrowing on, a borrowed job's freed slot, and the idle slots an empty
 receive finds, go to capped tenants' parked jobs under the borrow rule
-(``Refiller.lend``, ``policy.borrow_turns``). The worker's periodic
-``redrive`` is not replayed: it starts only what a failed AWS call left,
-and here none fails.
+(``Refiller.lend``, ``policy.borrow_turns``); the freed slot's job is started
+by the release's own transaction (``Refiller.promise_slot``), no call of its
+own. The worker's periodic ``redrive`` is not replayed: it starts only what a
+failed AWS call left, and here none fails.
 """
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ class HandOffs:
         could start (``Intake.look``; none while a receive is outstanding, and
         only for a tenant this host parked or read notes of within a park
         window: ``HandOff.parked_lately``). A *borrowed* job's slot is lent
-        again (``_lend``)."""
+        again (``_lend``), the first start riding on the release."""
         if borrowed and self.policy.borrow:
-            yield from self._lend(host, prefer=tenant)
+            yield from self._lend(host, prefer=tenant, with_release=True)
             return
         host.capped.pop(tenant, None)
         free = len(host.free)
@@ -97,14 +98,21 @@ class HandOffs:
         return rules.borrow_turns(p.borrow, len(host.free), p.reserve,
                                   self._borrowers(host, prefer), self._blockers())
 
-    def _lend(self, host: Host, prefer: str | None = None):
-        """``Refiller.lend``: idle slots beyond the reserve to capped tenants' parked jobs."""
+    def _lend(self, host: Host, prefer: str | None = None, with_release: bool = False):
+        """``Refiller.lend``: idle slots beyond the reserve to capped tenants' parked jobs.
+
+        *with_release*: a borrowed job's slot was just freed, and the first turn
+        whose tenant has a parked job starts it in the release's own transaction
+        (``Refiller._promise_lent``); the turns after it acquire as usual."""
         tried: set[str] = set()
         while host.free:
             turns = [t for t in self._turns(host, prefer) if t not in tried]
             if not turns:
                 return
-            started = yield from self._hand_off(host, turns[0], borrow=True)
+            parked = self._parked(turns[0])
+            started = yield from self._hand_off(host, turns[0], with_release=with_release,
+                                                borrow=True)
+            with_release = with_release and not parked  # (a turn with none passes it on)
             if not started:
                 tried.add(turns[0])
 

@@ -51,10 +51,28 @@ def give_back(table: str, lease: Lease) -> dict[str, Any]:
               condition=f"{field} >= :one", values={":one": 1})
 
 
-def pass_on(table: str, tenant: str, cap: int) -> dict[str, Any]:
-    """The counter's part of a hand-over: unchanged (one ends, one starts), not over *cap*."""
+def pass_on(table: str, tenant: str, cap: int, borrowed: bool = False) -> dict[str, Any]:
+    """The counter's part of a hand-over: unchanged (one ends, one starts), not over *cap*;
+    or, a *borrowed* slot passed to the tenant's next borrowed job, the tenant still at
+    *cap* (a borrow is allowed only there, as ``take``'s)."""
+    if borrowed:
+        return op("Update", table, {"pk": counter_key(tenant)}, update="ADD ver :one",
+                  condition="inflight >= :cap AND borrowed >= :one",
+                  values={":one": 1, ":cap": cap})
     return op("Update", table, {"pk": counter_key(tenant)}, update="ADD ver :one",
               condition="inflight <= :cap", values={":one": 1, ":cap": cap})
+
+
+def hand_on(table: str, ending: Lease, starting: Lease, cap: int) -> list[dict[str, Any]]:
+    """The counters' part of a hand-over from *ending* to *starting* (*cap*: the starting
+    tenant's): one item when the slot stays with its tenant and its kind (``pass_on``);
+    else the ending lease's ``give_back`` and the starting one's ``take`` (a slot lent to
+    another tenant's parked job). The first item is always the ending tenant's counter."""
+    if starting.tenant_id == ending.tenant_id:
+        if starting.borrowed != ending.borrowed:  # (one counter item cannot be both)
+            raise ValueError("a hand-over within a tenant keeps the slot's kind")
+        return [pass_on(table, ending.tenant_id, cap, ending.borrowed)]
+    return [give_back(table, ending), take(table, starting.tenant_id, cap, starting.borrowed)]
 
 
 def start(table: str, jobs_table: str, request: JobRequest, lease: Lease,

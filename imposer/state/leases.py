@@ -166,20 +166,29 @@ class LeaseStore:
     def hand_over(self, lease: Lease, status: JobStatus, successor: Successor,
                   failures: int = 0, also: Sequence[dict[str, Any]] = (),
                   **fields: Any) -> bool:
-        """Release *lease* and start the tenant's next job in its slot, in one transaction.
+        """Release *lease* and start a parked job in its slot, in one transaction.
 
-        The counter does not move (one job ends, one of the same tenant
-        starts) but must not be above the tenant's cap, and the successor's
-        note is claimed in the same write, so this is an acquire and a
-        release with one call fewer. True once committed; False when the
-        successor's part was refused (nothing was written: release as
-        usual). Raises LeaseLost as ``release`` does. Every try of one hand-over
-        is the same request, with one ClientRequestToken.
+        For the tenant's next own job the counter does not move (one job
+        ends, one of the same tenant starts) but must not be above the
+        tenant's cap. A *borrowed* successor (``successor.lease.borrowed``)
+        takes the slot as ``acquire(borrow=True)`` would, only while its
+        tenant is at its cap (``successor.cap``): of the same tenant as a
+        borrowed *lease*, its counter does not move either; of another
+        tenant, this lease's counter gives one back and the successor's
+        borrows one (``lease_items.hand_on``). The successor's note is
+        claimed in the same write, so two hosts never start one note, and
+        this is an acquire and a release with one call fewer. True once
+        committed; False when the successor's part was refused (nothing was
+        written: release as usual). Raises LeaseLost as ``release`` does.
+        Every try of one hand-over is the same request, with one
+        ClientRequestToken.
         """
         items = self._release_items(lease, status, failures, fields)
-        items.insert(1, lease_items.pass_on(self.table, lease.tenant_id, successor.cap))
-        items += [*also, *lease_items.start(self.table, self.jobs_table, successor.request,
-                                       successor.lease, successor.sent_at), successor.claim]
+        first, *theirs = lease_items.hand_on(self.table, lease, successor.lease, successor.cap)
+        items.insert(1, first)
+        items += [*also, *theirs, *lease_items.start(self.table, self.jobs_table,
+                                                   successor.request, successor.lease,
+                                                   successor.sent_at), successor.claim]
         token = request_token(lease.epoch, f"hand-over/{successor.lease.epoch}/{status.value}")
         try:
             self.dynamo.transact(items, f"hand over lease of {lease.job_id} to "

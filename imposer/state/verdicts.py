@@ -50,13 +50,15 @@ class Acquisition:
 
 @attrs.frozen(kw_only=True)
 class Successor:
-    """The tenant's next job, to start in the slot a release frees (``LeaseStore.hand_over``)."""
+    """A parked job, to start in the slot a release frees (``LeaseStore.hand_over``): the
+    tenant's next job, or, in a borrowed lease, a capped tenant's (borrowing)."""
 
     request: JobRequest
-    #: Its lease, built once (``new_lease``) so every try of the hand-over is the same.
+    #: Its lease, built once (``new_lease``) so every try of the hand-over is the same;
+    #: a borrowed one when the slot is lent.
     lease: Lease
     sent_at: float | None
-    #: The tenant's cap, which the counter must not be above.
+    #: Its tenant's cap, which the counter must not be above (or, borrowing, must be at).
     cap: int
     #: The transaction item that claims its parked note.
     claim: dict[str, Any] = attrs.field(eq=False, repr=False)

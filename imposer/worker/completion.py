@@ -8,7 +8,9 @@ step that meets an AWS error is tried again on the next pass of the loop
    state recorded and, for a final job with a webhook, its completion event
    put in the outbox, all at once and fenced on the lease's epoch; when the
    slot was promised to the tenant's oldest parked job (``Handover``), that
-   job's start is in the same transaction and the counter does not move;
+   job's start is in the same transaction and the counter does not move (a
+   borrowed slot lent on to a capped tenant's parked job the same way, in a
+   borrowed lease);
 2. for a success, the **promotion** of the attempt's plate to the job's output
    key (only an attempt whose fenced release committed gets this far);
 3. the **message**: deleted, dead-lettered, or made visible again later.

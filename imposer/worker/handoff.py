@@ -50,11 +50,12 @@ REMEMBERED = 1000
 
 @attrs.frozen(kw_only=True)
 class Handover:
-    """A settling job's slot, promised to its tenant's oldest parked job.
+    """A settling job's slot, promised to its tenant's oldest parked job; or, a borrowed
+    slot, to the parked job the borrow rule lends it to (``Refiller.promise_slot``).
 
     The release of the settling job and the start of *successor* are one
-    transaction (``LeaseStore.hand_over``): the slot passes from one job of
-    the tenant to the next with no acquire of its own.
+    transaction (``LeaseStore.hand_over``): the slot passes from one job to
+    the next with no acquire of its own.
     """
 
     note: Parked

@@ -9,10 +9,12 @@ stays free for a tenant waiting in the queue, or a look at the queue found
 none waiting there, so quiet tenants still come first.
 
 With borrowing on, idle slots beyond the reserve go to capped tenants'
-parked jobs (``lend``): when a borrowed job ends, when a receive finds the
-queue empty, and once per read of the waiting view. And parked jobs that no
-hand-off reached (a failed release, hand-over or read of the notes) are
-started by ``redrive`` once per read of that view, within the cap.
+parked jobs (``lend``): when a borrowed job ends (its release itself starting
+the parked job the borrow rule picks, in a borrowed lease: ``promise_slot``),
+when a receive finds the queue empty, and once per read of the waiting view.
+And parked jobs that no hand-off reached (a failed release, hand-over or read
+of the notes) are started by ``redrive`` once per read of that view, within
+the cap.
 """
 
 from __future__ import annotations
@@ -87,7 +89,8 @@ class Refiller:
         host's only free slot loses no more than one receive's round trip.
 
         A *borrowed* job's slot is lent again instead (``lend``, the borrow
-        rule), first to the same tenant: its own slots are all still held.
+        rule), first to the same tenant: its own slots are all still held
+        (after a borrowed start with the release, the host's other idle slots).
         """
         if stopping():
             return
@@ -119,41 +122,92 @@ class Refiller:
         no other tenant has work there this host could start, so quiet tenants
         still come first and the slot costs one receive and one transaction,
         not a release, a receive and an acquire (the owed hand-off of
-        ``wake``). A borrowed slot is never promised (it goes back to the
-        pool). Returns what was done, and the job's entry as it now is.
+        ``wake``). A borrowed slot is promised under the borrow rule instead
+        (``_promise_lent``). Returns what was done, and the job's entry as it
+        now is.
         """
         if job.handover is not None:
             return Promise.MADE, job
+        if job.released or job.status is None or stopping():
+            return Promise.NOT_NOW, job
+        if job.lease.borrowed:
+            return self._promise_lent(job)
         free, tenant = len(self.pool.free()), job.request.tenant_id
         last = not policy.may_hand_off(free)  # the slot is for the queue, unless a look...
-        if job.released or job.status is None or job.lease.borrowed or stopping() or \
-                (last and (self.look is None or not policy.may_hand_off(free, True)
-                           or not self.handoff.parked_lately(tenant))):
+        if last and (self.look is None or not policy.may_hand_off(free, True)
+                     or not self.handoff.parked_lately(tenant)):
             return Promise.NOT_NOW, job
         try:
-            cap = self.leases.tenants.cap_for(tenant)
-            notes, _ = self.handoff.notes(tenant) if cap > 0 else ([], False)
+            cap, note, request = self._next_parked(tenant, job)
         except BackendError as exc:  # a plain release follows; the parked job waits its turn
             logger.warning("no hand-over with the release of %s: %s", job.request.key, exc,
                            extra=extra("aws_error", tenant, job.request.job_id))
             return Promise.NOT_NOW, job
         if cap <= 0:
             return Promise.NOT_NOW, job
+        if note is None:
+            self.dispatch.known_free(tenant)  # as ``wake`` does: a slot of the tenant is free
+            return Promise.NOTHING_PARKED, job
+        if last and not policy.may_hand_off(free, queue_empty=self.look(tenant)):
+            return Promise.NOT_NOW, job  # the queue has work for the slot: it takes it
+        return Promise.MADE, self._promise(job, note, request, cap)
+
+    def _promise_lent(self, job: Running) -> tuple[Promise, Running]:
+        """A borrowed job's slot: promise it to the parked job ``lend`` would start there.
+
+        The turn is ``lend``'s after a release (``policy.borrow_turns``: the
+        reserve kept, nobody below its cap waiting; the settling tenant first
+        among equals), and the successor's lease is a borrowed one, so the
+        release starts it in the same transaction (``LeaseStore.hand_over``,
+        refused unless its tenant is at its cap): one call, not a release and
+        a borrowing acquire. A turn whose tenant has nothing parked passes to
+        the next, as in ``lend``; NOTHING_PARKED when no turn's tenant has
+        any (a lend after the release would read the same), NOT_NOW when the
+        rule gives no turn or a read failed (``wake`` lends after the release).
+        """
+        if not self.borrowing.enabled:
+            return Promise.NOT_NOW, job
+        free, borrowers = len(self.pool.free()), self._borrowers((job.request.tenant_id,))
+        promise = Promise.NOT_NOW
+        while turns := self.borrowing.turns(free, borrowers):
+            try:
+                cap, note, request = self._next_parked(turns[0], job)
+            except BackendError as exc:
+                logger.warning("no borrowed start with the release of %s: %s",
+                               job.request.key, exc, extra=extra("aws_error", turns[0],
+                                                                 job.request.job_id))
+                return Promise.NOT_NOW, job
+            if note is not None and cap > 0:
+                return Promise.MADE, self._promise(job, note, request, cap, borrow=True)
+            borrowers.pop(turns[0])
+            promise = Promise.NOTHING_PARKED
+        return promise, job
+
+    def _next_parked(self, tenant: str, job: Running) -> tuple[int, Parked | None,
+                                                               JobRequest | None]:
+        """The tenant's cap and its oldest job still parked (not *job*), or None if none.
+
+        Reads the cap (cached) and the tenant's notes (one Query unless notes of
+        the last are left); raises BackendError. A paused tenant's notes are not read.
+        """
+        cap = self.leases.tenants.cap_for(tenant)
+        notes, _ = self.handoff.notes(tenant) if cap > 0 else ([], False)
         for note, request in self._still_parked(notes):
-            if note.job_id == job.request.job_id:
-                continue
-            if last and not policy.may_hand_off(free, queue_empty=self.look(tenant)):
-                return Promise.NOT_NOW, job  # the queue has work for the slot: it takes it
-            successor = Successor(
-                request=request, sent_at=note.sent_at, cap=cap,
-                lease=self.leases.new_lease(request, self.settings.host_id, job.slot,
-                                            note.receipt),
-                claim=self.handoff.waiting.claim_op(note))
-            promised = Handover(note=note, successor=successor)
-            return Promise.MADE, (self.running.update(job, handover=promised)
-                                  or attrs.evolve(job, handover=promised))
-        self.dispatch.known_free(tenant)  # as ``wake`` does: a slot of the tenant is free
-        return Promise.NOTHING_PARKED, job
+            if note.job_id != job.request.job_id:
+                return cap, note, request
+        return cap, None, None
+
+    def _promise(self, job: Running, note: Parked, request: JobRequest, cap: int,
+                 borrow: bool = False) -> Running:
+        """Record on *job*'s entry that its release starts *note*'s job in its slot."""
+        successor = Successor(
+            request=request, sent_at=note.sent_at, cap=cap,
+            lease=self.leases.new_lease(request, self.settings.host_id, job.slot, note.receipt,
+                                        borrow),
+            claim=self.handoff.waiting.claim_op(note))
+        promised = Handover(note=note, successor=successor)
+        return self.running.update(job, handover=promised) or \
+            attrs.evolve(job, handover=promised)
 
     def start_handed(self, handover: Handover, slot: int, committed: bool,
                      stopping: Callable[[], bool]) -> bool:
@@ -161,8 +215,9 @@ class Refiller:
 
         False when the hand-over was refused (the note was taken elsewhere, or
         the tenant is over a lowered cap): the slot is then free as after any
-        release. A handed job the worker cannot launch now (it is stopping, or
-        its message is gone) has its lease given back.
+        release. A handed job the worker cannot launch now (it is stopping, its
+        message is gone, or, borrowed, the borrow rule no longer allows it) has
+        its lease given back.
         """
         note, successor = handover.note, handover.successor
         self.handoff.taken(note)
@@ -173,10 +228,14 @@ class Refiller:
         self.launcher.received_at = self.clock.monotonic()
         with guard(request):
             free = self.pool.free()
+            why = "the worker is stopping" if stopping() else None if free else "no free slot"
+            if why is None and lease.borrowed:
+                # the borrow rule again: a release tried again after an AWS error may find
+                # the reserve taken meanwhile
+                why = self.borrowing.allows(request.tenant_id, len(free))
             if slot in free:
                 free = [slot]
-            if stopping() or not free:
-                why = "the worker is stopping" if stopping() else "no free slot"
+            if why is not None:
                 self.launcher.unwind(lease, why)
                 self.messages.give_back(message)
                 return True
@@ -187,7 +246,8 @@ class Refiller:
                     return True
                 message = held
             if self.launcher.launch(request, message, free, lease):
-                self.metrics.emit("handed_off", 1, tenant_id=request.tenant_id)
+                self.metrics.emit("borrowed" if lease.borrowed else "handed_off", 1,
+                                  tenant_id=request.tenant_id)
         return True
 
     def wake_idle(self, free: list[int], stopping: Callable[[], bool]) -> None:
@@ -221,9 +281,7 @@ class Refiller:
         """
         if not self.borrowing.enabled or stopping():
             return 0
-        view = self.borrowing.view()
-        borrowers = dict.fromkeys((*prefer, *self.handoff.parked_tenants()), 0)
-        borrowers.update(view.at_cap)
+        borrowers = self._borrowers(prefer)
         started = 0
         while free and borrowers and not stopping():
             turns = self.borrowing.turns(len(free), borrowers)
@@ -235,6 +293,13 @@ class Refiller:
             else:
                 borrowers.pop(turns[0])
         return started
+
+    def _borrowers(self, prefer: tuple[str, ...] = ()) -> dict[str, int]:
+        """``lend``'s candidates, each with the slots it borrows: *prefer*, the tenants this
+        host parked lately, and those the waiting view names at their cap with work waiting."""
+        borrowers = dict.fromkeys((*prefer, *self.handoff.parked_tenants()), 0)
+        borrowers.update(self.borrowing.view().at_cap)
+        return borrowers
 
     def redrive(self, free: list[int], stopping: Callable[[], bool],
                 queue_empty: bool) -> None:

@@ -201,8 +201,9 @@ class Supervisor:
     def settle_finished(self, force: bool = False) -> None:
         """Settle every finished job that is due; then refill freed slots from deferred work.
 
-        A job whose slot was promised to its tenant's oldest parked job
-        (``Refiller.promise_slot``) starts that job with its release, in
+        A job whose slot was promised to its tenant's oldest parked job, or
+        (a borrowed slot) to the parked job the borrow rule lends it to
+        (``Refiller.promise_slot``), starts that job with its release, in
         one transaction; the other settlements of the pass come before any
         refill, so a tenant's counter is down before its next job is tried.
         """
@@ -218,7 +219,9 @@ class Supervisor:
                         handover, committed = tried
                         if self.refill.start_handed(handover, job.slot, committed,
                                                       self.drain.is_set):
-                            continue  # the slot went to the tenant's next job with the release
+                            if handover.successor.lease.borrowed:  # as after any borrowed
+                                freed.append((job.request.tenant_id, True))  # job: lend more
+                            continue  # the slot went to a parked job with the release
                     if settled is Settled.DONE and promise is not Promise.NOTHING_PARKED:
                         freed.append((job.request.tenant_id, job.lease.borrowed))
         for tenant, borrowed in freed:

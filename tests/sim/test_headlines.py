@@ -39,12 +39,12 @@ SIMULATED = {
     "lone heavy tenant, cap, 2 hosts: makespan": 1.04,
     "mixed, cap: quiet p95 wait": 0.85,
     "mixed, cap, 2 hosts: quiet p95 wait": 0.65,
-    "lone heavy tenant, borrow, 1 host: makespan": 1.03,
-    "lone heavy tenant, borrow, 2 hosts: makespan": 1.07,
+    "lone heavy tenant, borrow, 1 host: makespan": 1.02,
+    "lone heavy tenant, borrow, 2 hosts: makespan": 1.04,
     "mixed, borrow: utilisation": 0.87,
-    "mixed, borrow: quiet p95 wait": 0.79,
-    "long, borrow: utilisation": 0.89,
-    "long, borrow: quiet p95 wait": 0.71,
+    "mixed, borrow: quiet p95 wait": 0.89,
+    "long, borrow: utilisation": 0.90,
+    "long, borrow: quiet p95 wait": 0.68,
     "lone heavy tenant: makespan borrow/cap": 0.59,  # (4/7 = 0.57 at best)
 }
 
@@ -83,5 +83,13 @@ class TestCallsPerJob:
     @pytest.mark.parametrize("policy", ["cap", "borrow"])
     def test_a_job_costs_at_most_four_calls_on_its_path(self, name, policy):
         """Receive, transactions, visibility and the waiting table: at most 4 calls per job
-        under the cap and with borrowing (simulated 2.7-3.8 at the time of writing)."""
+        under the cap and with borrowing (simulated 2.5-3.8 at the time of writing)."""
         assert path_calls(run(name, policy)) <= CALLS_PER_JOB
+
+    @pytest.mark.parametrize("name", ["lone", "long"])
+    def test_borrowing_costs_no_more_calls_per_job_than_the_cap(self, name):
+        """A borrowed job's start rides on the release that freed its slot, as an own
+        slot's hand-over does, so a heavy tenant's jobs cost no more calls each with
+        borrowing than under the cap alone (simulated lone 2.52 vs 2.74, long 3.09 vs
+        3.26; with a transaction of its own per borrowed start 2.92 and 3.39)."""
+        assert path_calls(run(name, "borrow")) <= path_calls(run(name, "cap"))

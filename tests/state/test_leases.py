@@ -335,15 +335,18 @@ class TestRace:
         assert backends.jobs.open_jobs() == [], "every finished job left the open index"
 
 
-def successor_of(backends, req, clock, cap: int, slot: int = 0) -> Successor:
-    """Park *req* in the waiting table and build the hand-over to it."""
+def successor_of(backends, req, clock, cap: int, slot: int = 0, borrow: bool = False,
+                 host: str = "h", park: bool = True) -> Successor:
+    """Park *req* in the waiting table (unless *park* is False: it is already) and build
+    the hand-over to it, in a borrowed lease with *borrow*."""
     note = Parked(tenant_id=req.tenant_id, order=f"{clock.time():017.5f}#{req.job_id}",
                   job_id=req.job_id, body=req.to_body(), receipt=f"r-{req.job_id}",
                   message_id=f"m-{req.job_id}", sent_at=clock.time(), receive_count=1,
                   visible_at=clock.time() + 300)
-    backends.waiting.park(note)
+    if park:
+        backends.waiting.park(note)
     return Successor(request=req, sent_at=note.sent_at, cap=cap,
-                     lease=backends.leases.new_lease(req, "h", slot, note.receipt),
+                     lease=backends.leases.new_lease(req, host, slot, note.receipt, borrow),
                      claim=backends.waiting.claim_op(note))
 
 
@@ -411,3 +414,161 @@ class TestHandOver:
                                       successor_of(backends, fourth, clock, cap=4),
                                       finished_at=1.0)
         assert record_of(backends, fourth.job_id) is None
+
+
+def counter(backends, tenant: str) -> tuple[int, int]:
+    c = backends.leases.counters()[tenant]
+    return c.inflight, c.borrowed
+
+
+def at_cap_with_a_borrow(backends, tenant: str) -> tuple:
+    """*tenant* at its cap of 1, with a borrowed job beside it: (own lease, borrowed lease)."""
+    backends.tenants.put(TenantConfig(tenant_id=tenant, cap=1))
+    own = backends.leases.acquire(request(tenant), "h", 0).lease
+    return own, backends.leases.acquire(request(tenant), "h", 1, borrow=True).lease
+
+
+class TestBorrowedHandOver:
+    def test_a_borrowed_slot_passes_to_the_tenants_next_parked_job_in_one_write(
+            self, backends, clock):
+        """A borrowed job's release starts its tenant's parked job in a borrowed lease, in
+        one TransactWriteItems: the counter stays at 1 own and 1 borrowed throughout."""
+        own, lent = at_cap_with_a_borrow(backends, "acme")
+        nxt = request()
+        successor = successor_of(backends, nxt, clock, cap=1, slot=1, borrow=True)
+        session.CALLS.reset()
+        assert backends.leases.hand_over(lent, JobStatus.SUCCEEDED, successor,
+                                         output_epoch=lent.epoch, finished_at=clock.time())
+        assert session.CALLS.snapshot() == {"dynamodb.TransactWriteItems": 1}
+        assert counter(backends, "acme") == (1, 1)
+        held = {lease.job_id: lease.borrowed for lease in backends.leases.leases()}
+        assert held == {own.job_id: False, nxt.job_id: True}
+        assert backends.waiting.oldest("acme") == []
+        assert record_of(backends, lent.job_id).status is JobStatus.SUCCEEDED
+        started = record_of(backends, nxt.job_id)
+        assert (started.status, started.epoch) == (JobStatus.RUNNING, successor.lease.epoch)
+
+    def test_a_borrowed_slot_is_lent_to_another_capped_tenant_in_one_write(self, backends,
+                                                                           clock):
+        """globex's borrowed job ends: its release gives globex's borrow back and starts
+        acme's parked job in a borrowed lease (acme at its cap), in one TransactWriteItems."""
+        at_cap_with_a_borrow(backends, "globex")
+        globex_lent = [lease for lease in backends.leases.leases() if lease.borrowed][0]
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        backends.leases.acquire(request("acme"), "h", 2)
+        nxt = request("acme")
+        successor = successor_of(backends, nxt, clock, cap=1, slot=1, borrow=True)
+        session.CALLS.reset()
+        assert backends.leases.hand_over(globex_lent, JobStatus.FAILED, successor,
+                                         finished_at=clock.time())
+        assert session.CALLS.snapshot() == {"dynamodb.TransactWriteItems": 1}
+        assert (counter(backends, "globex"), counter(backends, "acme")) == ((1, 0), (1, 1))
+        assert record_of(backends, nxt.job_id).status is JobStatus.RUNNING
+        assert backends.waiting.oldest("acme") == []
+
+    @pytest.mark.parametrize("lender", ["acme", "globex"])
+    def test_a_borrow_below_the_cap_is_refused_and_writes_nothing(self, backends, clock,
+                                                                  lender):
+        """acme fell below its cap (its own job ended): a borrowed start of its parked job is
+        refused, from its own borrowed slot or another tenant's, and nothing is written; the
+        release then goes as usual."""
+        own, lent = at_cap_with_a_borrow(backends, lender)
+        if lender != "acme":
+            backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        else:
+            backends.leases.release(own, JobStatus.SUCCEEDED, finished_at=clock.time())
+        nxt = request("acme")
+        successor = successor_of(backends, nxt, clock, cap=1, slot=1, borrow=True)
+        before = counter(backends, lender)
+        assert not backends.leases.hand_over(lent, JobStatus.SUCCEEDED, successor,
+                                             finished_at=clock.time())
+        assert counter(backends, lender) == before
+        assert record_of(backends, nxt.job_id) is None
+        assert len(backends.waiting.oldest("acme")) == 1
+        backends.leases.release(lent, JobStatus.SUCCEEDED, finished_at=clock.time())
+        assert counter(backends, lender) == (before[0], 0)
+
+    def test_a_hand_over_within_a_tenant_keeps_the_slots_kind(self, backends, clock):
+        """An own slot is never handed to a borrowed start of its own tenant (one counter
+        item cannot give one kind back and take the other): refused before any call."""
+        own, _ = at_cap_with_a_borrow(backends, "acme")
+        successor = successor_of(backends, request(), clock, cap=1, borrow=True)
+        session.CALLS.reset()
+        with pytest.raises(ValueError):
+            backends.leases.hand_over(own, JobStatus.SUCCEEDED, successor)
+        assert not session.CALLS.snapshot().get("dynamodb.TransactWriteItems")
+
+
+class TestTwoHostsOneNote:
+    def test_a_note_two_hosts_read_is_started_by_one_of_them_only(self, settings, clock):
+        """Hosts A and B read the same parked note: A's borrowed release starts its job,
+        which then ends to be retried; B's release, promising the same (now stale) note,
+        is refused by the note's claim, is released as usual, and starts nothing."""
+        a, b = connect(settings, clock=clock), connect(settings, clock=clock)
+        a.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        a.leases.acquire(request(), "ha", 0)
+        lent_a = a.leases.acquire(request(), "ha", 1, borrow=True).lease
+        lent_b = b.leases.acquire(request(), "hb", 1, borrow=True).lease
+        nxt = request()
+        via_a = successor_of(a, nxt, clock, cap=1, slot=1, borrow=True, host="ha")
+        via_b = successor_of(b, nxt, clock, cap=1, slot=1, borrow=True, host="hb",
+                             park=False)
+        assert a.leases.hand_over(lent_a, JobStatus.SUCCEEDED, via_a, finished_at=1.0)
+        a.leases.release(via_a.lease, JobStatus.RETRYING, failures=1, error="x")
+        assert not b.leases.hand_over(lent_b, JobStatus.SUCCEEDED, via_b, finished_at=1.0)
+        b.leases.release(lent_b, JobStatus.SUCCEEDED, finished_at=1.0)
+        record = record_of(a, nxt.job_id)
+        assert (record.status, record.attempts, record.epoch) == \
+            (JobStatus.RETRYING, 1, via_a.lease.epoch)
+        assert counter(a, "acme") == (1, 0)
+        assert [lease.host for lease in a.leases.leases()] == ["ha"]
+
+    def test_hosts_racing_for_one_note_start_it_once(self, settings, clock):
+        """Two processes (hosts) release borrowed slots at once, each promising them to the
+        same parked note, eight notes in a row: each note's job starts exactly once, and
+        each loser's release goes through as usual (counters exact, nothing leaked)."""
+        backends = connect(settings, clock=clock)
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        backends.leases.acquire(request(), "h0", 0)
+        rounds, jobs, work = 8, [], {"ha": [], "hb": []}
+        for _ in range(rounds):
+            nxt, park = request(), True
+            jobs.append(nxt.job_id)
+            for host in work:
+                lent = backends.leases.acquire(request(), host, 1, borrow=True).lease
+                work[host].append((lent, successor_of(backends, nxt, clock, cap=1, slot=1,
+                                                      borrow=True, host=host, park=park)))
+                park = False
+        ctx = multiprocessing.get_context("spawn")
+        barrier, results = ctx.Barrier(2), ctx.Queue()
+        procs = [ctx.Process(target=_hand_over_racer, args=(settings, steps, barrier, results))
+                 for steps in work.values()]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(120)
+            assert p.exitcode == 0
+        won = [results.get(timeout=5) for _ in procs]
+        assert [a + b for a, b in zip(*won)] == [1] * rounds, won
+        for job in jobs:
+            record = record_of(backends, job)
+            assert (record.status, record.attempts) == (JobStatus.RUNNING, 1)
+        held = backends.leases.leases()
+        assert sorted(lease.job_id for lease in held if lease.borrowed) == sorted(jobs)
+        assert counter(backends, "acme") == (1, rounds)
+        assert backends.waiting.oldest("acme") == []
+
+
+def _hand_over_racer(settings, steps, barrier, results):
+    """Release each borrowed lease handing it over, in step with the other host; report
+    which hand-overs committed (a refused one is released as usual)."""
+    backends = connect(settings)
+    won = []
+    for lease, successor in steps:
+        barrier.wait(60)
+        committed = backends.leases.hand_over(lease, JobStatus.SUCCEEDED, successor,
+                                              finished_at=time.time())
+        if not committed:
+            backends.leases.release(lease, JobStatus.SUCCEEDED, finished_at=time.time())
+        won.append(int(committed))
+    results.put(won)

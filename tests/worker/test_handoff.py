@@ -425,6 +425,117 @@ class TestHandOverWithTheRelease:
             assert backends.waiting.oldest("acme") == []
 
 
+@contextlib.contextmanager
+def own_borrowed_and_parked(settings, tmp_path, parked: int = 2):
+    """Cap 1 on three slots, borrowing with one slot in reserve: one of acme's jobs runs in
+    its own slot, one in a borrowed slot, *parked* more are parked; each job ends when its
+    gate is touched. Yields the supervisor, its backends, the gates by job id, the own
+    job and the borrowed one."""
+    s = settings.evolve(slots=3, engine="pdftoolbox", pdftoolbox=str(FAKE),
+                        lease_ttl_seconds=600.0, park_seconds=300.0, borrow=True,
+                        reserve_slots=1, work_dir=str(tmp_path / "work"))
+    backends = connect(s, clock=ManualClock(start=time.time()))
+    backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+    supervisor = Supervisor(backends, Pool(3, s))
+    supervisor.pool.start()
+    gates = {}
+    try:
+        for n in range(2 + parked):
+            gate = tmp_path / f"gate-{n}"
+            (job,) = submit_jobs(s, tmp_path, "acme", 1, layout(fake_until=gate))
+            gates[job] = gate
+        wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 2
+                          and len(backends.waiting.oldest("acme")) == parked)[1], 60,
+                 "one own and one borrowed job to run, the rest to be parked")
+        lent = {lease.borrowed: lease.job_id for lease in backends.leases.leases()}
+        yield supervisor, backends, gates, lent[False], lent[True]
+    finally:
+        for gate in gates.values():
+            gate.touch()
+        supervisor.receiver.stop(0)
+        supervisor.pool.stop(timeout=0)
+
+
+def settle_with_a_start(supervisor, backends, gate) -> tuple[str, dict]:
+    """Touch *gate*; settle until a parked job starts: that job, and the AWS calls made."""
+    waiting = {n.job_id for n in backends.waiting.oldest("acme")}
+    session.CALLS.reset()
+    gate.touch()
+    started = wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
+                                waiting & {j.request.job_id
+                                           for j in supervisor.running.running()})[-1],
+                       60, "a parked job to start")
+    (job,) = started
+    return job, session.CALLS.snapshot()
+
+
+@pytest.mark.slow
+class TestBorrowedStartWithTheRelease:
+    def test_a_borrowed_start_costs_the_calls_of_an_own_slots_hand_over(self, settings,
+                                                                       tmp_path):
+        """acme's own job ends and its release hands the slot to a parked job; then its
+        borrowed job ends and its release starts the other parked job in a borrowed lease:
+        one TransactWriteItems each (no acquire of its own), and no more calls in all than
+        the own slot's hand-over; the reserve stays free and the counter never moves."""
+        with own_borrowed_and_parked(settings, tmp_path) as (supervisor, backends, gates,
+                                                             own, lent):
+            first, by_own = settle_with_a_start(supervisor, backends, gates[own])
+            second, by_lent = settle_with_a_start(supervisor, backends, gates[lent])
+            assert by_own.get("dynamodb.TransactWriteItems") == 1, by_own
+            assert by_lent.get("dynamodb.TransactWriteItems") == 1, by_lent
+            assert sum(by_lent.values()) <= sum(by_own.values()), (by_lent, by_own)
+            kinds = {lease.job_id: lease.borrowed for lease in backends.leases.leases()}
+            assert kinds == {first: False, second: True}
+            counter = backends.leases.counters()["acme"]
+            assert (counter.inflight, counter.borrowed) == (1, 1)
+            assert len(supervisor.pool.free()) == 1, "the reserve is kept free"
+            assert record_of(backends, lent).status is JobStatus.SUCCEEDED
+            assert backends.waiting.oldest("acme") == []
+            assert supervisor.metrics.totals[("borrowed", (("tenant_id", "acme"),))] == 2, \
+                "the first borrow and the one with the release"
+
+    def test_a_release_tried_again_after_the_reserve_was_taken_starts_nothing(
+            self, settings, tmp_path):
+        """The borrowed job's release (promised to the parked job) meets an AWS error; before
+        it is tried again globex's job takes one of the two free slots: the hand-over then
+        commits, but the borrow rule, asked again, keeps the last free slot in reserve, so
+        the parked job's lease is given back and it waits (queued) instead of starting."""
+        with own_borrowed_and_parked(settings, tmp_path, parked=1) as (
+                supervisor, backends, gates, own, lent):
+            supervisor.receiver.stop(30)  # globex's message is dispatched by hand, below
+            (quiet,) = submit_jobs(supervisor.settings, tmp_path, "globex", 1,
+                                   layout(fake_until=gates[own]))
+            messages = wait_for(lambda: backends.queue.receive(10, 1, 600), 30,
+                                "globex's message")
+            dynamo, failed = supervisor.leases.dynamo, []
+            transact = dynamo.transact
+
+            def flaky(items, what, token=None):
+                if what.startswith("hand over") and not failed:
+                    failed.append(what)
+                    raise TransientBackendError("transact: connection was closed")
+                return transact(items, what, token)
+
+            dynamo.transact = flaky
+            gates[lent].touch()
+            wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
+                              failed)[-1], 60, "the borrowed job's release to fail once")
+            (settling,) = supervisor.running.settling()
+            promised = settling.handover.successor
+            assert promised.lease.borrowed and len(supervisor.pool.free()) == 2
+            supervisor.dispatch.take_batch(messages, supervisor.pool.free(), lambda: False)
+            assert record_of(backends, quiet).status is JobStatus.RUNNING
+            supervisor.clock.advance(30)  # past the release's retry
+            supervisor.settle_finished()
+            assert record_of(backends, lent).status is JobStatus.SUCCEEDED
+            record = record_of(backends, promised.request.job_id)
+            assert record.status is JobStatus.QUEUED and "reserve" in record.wait_reason, \
+                record
+            assert len(supervisor.pool.free()) == 1, "the reserve is still free"
+            counter = backends.leases.counters()["acme"]
+            assert (counter.inflight, counter.borrowed) == (1, 0)
+
+
 @pytest.mark.slow
 class TestTheLastFreeSlot:
     def test_a_look_at_an_empty_queue_hands_the_last_slot_over_with_the_release(
