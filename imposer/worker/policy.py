@@ -8,7 +8,10 @@ these; the transactions that enforce them live in ``imposer.state.leases``.
 
 from __future__ import annotations
 
+import math
 from typing import Iterable, Mapping, Sequence, TypeVar
+
+import attrs
 
 T = TypeVar("T")
 
@@ -144,3 +147,149 @@ def needs_hold(visible_until: float, now: float, heartbeat: float) -> bool:
     most jobs) costs no visibility change at all.
     """
     return visible_until - now < 2 * heartbeat + 5
+
+
+# -- fair shares of licence time (IMPOSER_SHARE_HALF_LIFE) ---------------------------------
+#
+# The anchors. Slurm's multifactor fair share decays each account's usage with a
+# half-life (``PriorityDecayHalfLife``, default 7 days) and ranks it by
+# ``F = 2^(-U/S)``: U the account's share of the decayed usage, S its normalised
+# share of the shares. Kueue's admission fair sharing orders queues by usage
+# decayed with ``usageHalfLifeTime``, weighted by each queue's ``weight``. AWS
+# Batch's fair share scheduling decays usage over ``shareDecaySeconds`` and
+# divides it by each share identifier's ``weightFactor``. Here U is a tenant's
+# licence-seconds (what a pdfToolbox credit licence bills), S its weight's
+# share of the slots, water-filled under the caps (a cap is never exceeded, so
+# what a capped tenant cannot take goes to the others by weight); and since
+# nothing is preempted, the rule decides only who gets the slot that is free now.
+
+#: A tenant's usage is kept as forward-decayed terms, one per era of this many half-lives.
+ERA_HALF_LIVES = 64
+
+
+def decayed(usage: float, elapsed: float, half_life: float) -> float:
+    """Decay *usage* over *elapsed* seconds: ``usage * 2^(-elapsed / half_life)``.
+
+    This is Slurm's ``PriorityDecayHalfLife`` and Kueue's ``usageHalfLifeTime``
+    (lazy: worked out when read, never by a periodic pass). A half-life of 0
+    turns the decay off, and with it fair share (the count caps alone decide).
+    """
+    if half_life <= 0 or elapsed <= 0:
+        return usage
+    return usage * 2.0 ** (-elapsed / half_life)
+
+
+def era_of(at: float, half_life: float) -> int:
+    """The era of time *at*: forward decay's base moves every ``ERA_HALF_LIVES`` half-lives."""
+    return math.floor(at / (ERA_HALF_LIVES * half_life))
+
+
+def forward_charge(seconds: float, at: float, half_life: float) -> tuple[int, float]:
+    """The term a job's *seconds* ending at *at* add to its tenant's usage: (era, amount).
+
+    Forward decay (Cormode et al., ICDE 2009): rather than decay the stored
+    total on every write (a read, then a conditional write), each charge is
+    scaled up by ``2^((at - base) / half_life)`` from its era's base, so the
+    release transaction only ADDs it, in any order, from any host, and a read
+    scales the total back down to now (``usage_at``). The era keeps the scale
+    below ``2^ERA_HALF_LIVES`` (a DynamoDB number has 38 digits).
+    """
+    era = era_of(at, half_life)
+    base = era * ERA_HALF_LIVES * half_life
+    return era, seconds * 2.0 ** ((at - base) / half_life)
+
+
+def usage_at(terms: Mapping[int, float], now: float, half_life: float) -> float:
+    """A tenant's decayed licence-seconds at *now*, from its forward-decayed *terms*
+    (era -> the sum of its charges), as ``decayed`` would give for each charge."""
+    if half_life <= 0:
+        return sum(terms.values())
+    span = ERA_HALF_LIVES * half_life
+    return sum(amount * 2.0 ** (-(now - era * span) / half_life)
+               for era, amount in terms.items())
+
+
+def fold(terms: Mapping[int, float], era: int, amount: float) -> dict[int, float]:
+    """Add one charge to *terms*, keeping only the current and the previous era (an older
+    era's charges have decayed by at least ``2^-ERA_HALF_LIVES``: nothing)."""
+    out = {e: a for e, a in terms.items() if e >= era - 1}
+    out[era] = out.get(era, 0.0) + amount
+    return out
+
+
+@attrs.frozen(kw_only=True)
+class TenantShare:
+    """What the share rule knows of one tenant with work running or waiting."""
+
+    tenant: str
+    #: Its weight (``imposer tenants set T --weight W``); 0 pauses it under fair share.
+    weight: float = 1.0
+    #: Its configured cap: fair share never lets it hold more.
+    cap: int
+    #: Slots it holds under its cap now.
+    inflight: int = 0
+    #: Its decayed licence-seconds now, running jobs' time so far included.
+    usage: float = 0.0
+    #: It has work waiting for a slot.
+    waiting: bool = True
+
+
+def weighted_shares(tenants: Sequence[TenantShare], slots: int) -> dict[str, float]:
+    """Each tenant's share of the licence time: its weight's part, water-filled under caps.
+
+    A tenant's share is its weight over the weights of the tenants active
+    (running or waiting), but never more than its cap's part of the *slots*;
+    what a capped tenant cannot use goes to the others by weight (Kueue's and
+    DRF's max-min fairness with limits). Weight 0 or cap 0: a share of 0.
+    """
+    shares = {t.tenant: 0.0 for t in tenants}
+    open_ = {t.tenant: t for t in tenants if t.weight > 0 and t.cap > 0}
+    left = 1.0
+    while open_ and left > 1e-12:
+        weights = sum(t.weight for t in open_.values())
+        limited = {name: t for name, t in open_.items()
+                   if left * t.weight / weights >= t.cap / max(1, slots)}
+        if not limited:
+            for name, t in open_.items():
+                shares[name] = left * t.weight / weights
+            break
+        for name, t in limited.items():
+            shares[name] = min(1.0, t.cap / max(1, slots))
+            left -= shares[name]
+            del open_[name]
+    return shares
+
+
+def share_order(tenants: Sequence[TenantShare], slots: int) -> list[str]:
+    """The waiting tenants that may take a slot, furthest below their share first.
+
+    The rank is U/S, usage over share (Slurm's ``F = 2^(-U/S)`` ranks the
+    same way); ties, as when nobody has used anything yet, go to the tenant
+    holding the fewest slots for its share, then by name, so every host
+    that reads the same figures decides the same. A tenant at its cap, of
+    weight 0 or cap 0, or with nothing waiting, is not in it.
+    """
+    shares = weighted_shares(tenants, slots)
+    able = [t for t in tenants
+            if t.waiting and shares[t.tenant] > 0 and may_take_own_slot(t.inflight, t.cap)]
+    return [t.tenant for t in sorted(able, key=lambda t: (
+        t.usage / shares[t.tenant], t.inflight / shares[t.tenant], t.tenant))]
+
+
+def next_tenant(tenants: Sequence[TenantShare], slots: int) -> str | None:
+    """Which waiting tenant gets the slot free now: the one furthest below its weighted
+    share of recent licence time (``share_order``), or None when nobody may take it.
+
+    A tenant far above its share is thereby held below its cap while others
+    wait; one waiting alone gets every slot its cap allows.
+    """
+    order = share_order(tenants, slots)
+    return order[0] if order else None
+
+
+def share_gaps(tenants: Sequence[TenantShare], slots: int) -> dict[str, float]:
+    """Each tenant's usage fraction minus its share: above 0 it had more than its share."""
+    shares = weighted_shares(tenants, slots)
+    total = sum(t.usage for t in tenants)
+    return {t.tenant: (t.usage / total if total > 0 else 0.0) - shares[t.tenant]
+            for t in tenants}
