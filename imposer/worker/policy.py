@@ -165,6 +165,9 @@ def needs_hold(visible_until: float, now: float, heartbeat: float) -> bool:
 
 #: A tenant's usage is kept as forward-decayed terms, one per era of this many half-lives.
 ERA_HALF_LIVES = 64
+#: A tenant is held (``yields_to``) only when its usage over its share exceeds the least
+#: used tenant's by more than this: 1.0 is a tenant's whole share.
+SHARE_SLACK = 0.05
 
 
 def decayed(usage: float, elapsed: float, half_life: float) -> float:
@@ -285,6 +288,32 @@ def next_tenant(tenants: Sequence[TenantShare], slots: int) -> str | None:
     """
     order = share_order(tenants, slots)
     return order[0] if order else None
+
+
+def yields_to(tenant: str, tenants: Sequence[TenantShare], slots: int,
+              slack: float = SHARE_SLACK) -> str | None:
+    """The tenant *tenant* must leave a free slot to, or None if it may take it.
+
+    Only a tenant *far* above its share is held: one whose fraction of the
+    licence time, over its share, exceeds that of the tenant furthest below
+    by more than *slack* (the order is ``share_order``'s). Within the slack
+    the tenant in hand takes the slot: holding it costs a park and another
+    start, and the shares come out within the slack all the same. A tenant
+    that may not take a slot at all (at its cap, weight 0) yields to the
+    first in the order, or None when nobody may take it.
+    """
+    order = share_order(tenants, slots)
+    if not order or order[0] == tenant:
+        return None if order else None
+    if tenant not in order:
+        return order[0]
+    shares = weighted_shares(tenants, slots)
+    total = sum(t.usage for t in tenants)
+    if total <= 0:
+        return None
+    usage = {t.tenant: t.usage for t in tenants}
+    ratio = {name: usage[name] / total / shares[name] for name in (tenant, order[0])}
+    return order[0] if ratio[tenant] - ratio[order[0]] > slack else None
 
 
 def share_gaps(tenants: Sequence[TenantShare], slots: int) -> dict[str, float]:
