@@ -83,12 +83,11 @@ class Shares:
         return out
 
     def _share_allows(self, tenant: str, now: float) -> bool:
-        """May the tenant take a free slot under its cap now (``policy.yields_to``)? Always,
+        """May the tenant take a free slot under its cap now (``policy.may_start``)? Always,
         with fair share off."""
         if not self.sharing:
             return True
-        return rules.yields_to(tenant, self._share_view(now, tenant),
-                               self.policy.slots_total) is None
+        return rules.may_start(tenant, self._share_view(now, tenant), self.policy.slots_total)
 
     def _saw(self, tenant: str, now: float) -> None:
         self.demand[tenant] = now

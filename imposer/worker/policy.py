@@ -300,11 +300,11 @@ def yields_to(tenant: str, tenants: Sequence[TenantShare], slots: int,
     the tenant in hand takes the slot: holding it costs a park and another
     start, and the shares come out within the slack all the same. A tenant
     that may not take a slot at all (at its cap, weight 0) yields to the
-    first in the order, or None when nobody may take it.
+    first in the order, if anyone may (``may_start`` says whether it may).
     """
     order = share_order(tenants, slots)
     if not order or order[0] == tenant:
-        return None if order else None
+        return None
     if tenant not in order:
         return order[0]
     shares = weighted_shares(tenants, slots)
@@ -314,6 +314,13 @@ def yields_to(tenant: str, tenants: Sequence[TenantShare], slots: int,
     usage = {t.tenant: t.usage for t in tenants}
     ratio = {name: usage[name] / total / shares[name] for name in (tenant, order[0])}
     return order[0] if ratio[tenant] - ratio[order[0]] > slack else None
+
+
+def may_start(tenant: str, tenants: Sequence[TenantShare], slots: int,
+              slack: float = SHARE_SLACK) -> bool:
+    """May *tenant* (among *tenants*, as waiting) take the free slot under fair share?"""
+    return tenant in share_order(tenants, slots) and \
+        yields_to(tenant, tenants, slots, slack) is None
 
 
 def share_gaps(tenants: Sequence[TenantShare], slots: int) -> dict[str, float]:

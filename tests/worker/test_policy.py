@@ -163,3 +163,31 @@ class TestNextTenant:
         """a used three quarters with a half share: +0.25; b -0.25."""
         gaps = policy.share_gaps([share("a", usage=75.0), share("b", usage=25.0)], 8)
         assert gaps == pytest.approx({"a": 0.25, "b": -0.25})
+
+
+class TestYieldsTo:
+    def test_a_tenant_far_above_its_share_yields_to_the_one_furthest_below(self):
+        """a used 70% with a half share; b 30%: a leaves the slot to b."""
+        tenants = [share("a", usage=70.0), share("b", usage=30.0)]
+        assert policy.yields_to("a", tenants, 8) == "b"
+        assert policy.yields_to("b", tenants, 8) is None
+
+    def test_within_the_slack_the_tenant_in_hand_takes_the_slot(self):
+        """51% against 49% of equal shares is within the slack: no park, no second start."""
+        tenants = [share("a", usage=51.0), share("b", usage=49.0)]
+        assert policy.yields_to("a", tenants, 8) is None
+        assert policy.yields_to("a", tenants, 8, slack=0.0) == "b"
+
+    def test_a_tenant_that_may_not_start_yields_to_the_first(self):
+        """At its cap or weight 0, a tenant yields to whoever may, and may not start alone."""
+        assert policy.yields_to("a", [share("a", inflight=4), share("b", usage=9.0)], 8) == "b"
+        assert not policy.may_start("a", [share("a", weight=0)], 8)
+        assert not policy.may_start("a", [share("a", inflight=4)], 8)
+        assert policy.may_start("a", [share("a", inflight=3, usage=1e6)], 8)
+
+    def test_a_new_tenant_never_yields(self):
+        """No usage yet is as far below its share as a tenant can be."""
+        tenants = [share("a", usage=500.0, inflight=3), share("b", usage=400.0, inflight=3),
+                   share("new")]
+        assert policy.yields_to("new", tenants, 8) is None
+        assert policy.yields_to("a", tenants, 8) == "new"
