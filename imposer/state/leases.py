@@ -66,13 +66,16 @@ class LeaseStore:
     # -- acquire ---------------------------------------------------------
     def acquire(self, request: JobRequest, host: str, slot: int,
                 sent_at: float | None = None, receipt: str | None = None,
-                borrow: bool = False, also: Sequence[dict[str, Any]] = ()) -> Acquisition:
+                borrow: bool = False, also: Sequence[dict[str, Any]] = (),
+                limit: int | None = None) -> Acquisition:
         """Take a slot for *request* in one transaction, or say why not.
 
         With *borrow*, take it beyond the tenant's cap: allowed only while the
         tenant is at its cap, and counted in ``borrowed`` so that ``inflight``
         stays an exact count of the capped, non-borrowed leases. *also* are
-        items that must commit with it (taking a parked note).
+        items that must commit with it (taking a parked note). A *limit* below
+        the cap bounds the counter further (fair share: the slots its decision
+        counted, plus one); refused by it, the verdict is AT_CAP with the cap.
         """
         tenant = request.tenant_id
         cap = self.tenants.cap_for(tenant)
@@ -80,7 +83,8 @@ class LeaseStore:
             return Acquisition(verdict=Verdict.AT_CAP, cap=cap)
         now = self.clock.time()
         lease = self.new_lease(request, host, slot, receipt, borrow)
-        items = [lease_items.take(self.table, tenant, cap, borrow),
+        bound = cap if limit is None or borrow else max(1, min(cap, limit))
+        items = [lease_items.take(self.table, tenant, bound, borrow),
                  *lease_items.start(self.table, self.jobs_table, request, lease, sent_at), *also]
         refused = self._transact_acquire(items, f"acquire lease for {request.key}", [lease])
         if refused is not None:
