@@ -221,7 +221,8 @@ def fetch(settings: Settings, job_id: str, tenant, target) -> None:
 @click.option("--since", callback=duration, default="24h", show_default=True,
               metavar="DURATION", help="How far back the history goes (30m, 6h, 7d, 4w).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-@settings_options(*TABLE_NAMES, *QUEUE_NAMES, "slots", "default_cap", "rollup_seconds")
+@settings_options(*TABLE_NAMES, *QUEUE_NAMES, "slots", "default_cap", "rollup_seconds",
+                  "share_half_life")
 @handle_errors
 def stats(settings: Settings, since, as_json) -> None:
     """Per tenant running/waiting/deferred and p50/p95 wait; stranded capacity vs shortage.
@@ -294,12 +295,51 @@ def run_stats(settings: Settings, since_seconds: float, as_json: bool,
     data["queue"] = {"not_received": not_received(backends.queue)}
     data["rollups"] = {"newest_flush": newest, "every_seconds": settings.rollup_seconds,
                        "age_seconds": None if newest is None else round(now - newest, 1)}
+    if settings.share_half_life > 0:
+        data["fair_share"] = fair_share_of(settings, backends, now)
     if as_json:
         echo(json.dumps(data, indent=2))
     else:
         for line in format_stats(data):
             echo(line)
+        for line in format_fair_share(data.get("fair_share"), settings.share_half_life):
+            echo(line)
     return data
+
+
+def fair_share_of(settings: Settings, backends, now: float) -> list[dict]:
+    """Usage against weighted share per tenant: the usage items (one per tenant), the
+    tenants' rows and who has queued work (the open index); nothing that grows with history."""
+    from imposer.worker.shares import usage_table
+
+    configs = backends.tenants.list()
+    open_jobs = backends.jobs.open_jobs(("queued", "running"))
+    hosts = {r.host for r in open_jobs if r.status.value == "running" and r.host}
+    return usage_table(
+        backends.leases.usage(), {c.tenant_id: c.weight for c in configs if c.weight is not None},
+        {c.tenant_id: c.cap for c in configs if c.cap is not None}, settings.default_cap,
+        {r.tenant_id for r in open_jobs if r.status.value == "queued"}, now,
+        settings.share_half_life, settings.slots * max(1, len(hosts)))
+
+
+def format_fair_share(rows: list[dict] | None, half_life: float) -> list[str]:
+    """The fair-share table of `imposer stats`: usage vs weighted share per tenant."""
+    if rows is None:
+        return []
+    from imposer.reports.formatting import format_seconds
+
+    lines = ["", f"fair share (usage half-life {format_seconds(half_life)}): licence-seconds "
+             "used lately against each tenant's weighted share"]
+    if not rows:
+        return lines + ["  no tenant has used licence time lately"]
+    lines.append(f"  {'TENANT':20} {'USED (S)':>10} {'WEIGHT':>6} {'USED':>6} {'SHARE':>6} "
+                 f"{'GAP':>7}")
+    for r in rows:
+        lines.append(f"  {r['tenant_id'][:20]:20} {r['usage_seconds']:>10.1f} "
+                     f"{r['weight']:>6g} {r['used']:>6.1%} {r['share']:>6.1%} "
+                     f"{100 * r['gap']:>+6.1f}")
+    return lines + ["  GAP: points of licence time above (+) or below (-) the share; the "
+                    "furthest below gets the next free slot"]
 
 
 def run_capacity(settings: Settings, window_seconds: float | None,

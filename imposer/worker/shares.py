@@ -64,6 +64,26 @@ class ShareView:
     slots: int = 1
 
 
+def usage_table(usage: Mapping[str, Mapping[int, float]], weights: Mapping[str, float],
+                caps: Mapping[str, int], default_cap: int, waiting: Iterable[str], now: float,
+                half_life: float, slots: int) -> list[dict]:
+    """Each tenant with recent usage or work waiting: its decayed licence-seconds, weight,
+    weighted share, part of the usage and the gap (``imposer stats``)."""
+    names = sorted(set(waiting) | {t for t, terms in usage.items()
+                                   if policy.usage_at(terms, now, half_life) >= 0.01})
+    standing = [policy.TenantShare(tenant=t, weight=weights.get(t, 1.0),
+                                   cap=caps.get(t, default_cap),
+                                   usage=policy.usage_at(usage.get(t, {}), now, half_life))
+                for t in names]
+    shares = policy.weighted_shares(standing, slots)
+    gaps = policy.share_gaps(standing, slots)
+    total = sum(t.usage for t in standing)
+    return [{"tenant_id": t.tenant, "usage_seconds": round(t.usage, 1), "weight": t.weight,
+             "share": round(shares[t.tenant], 4),
+             "used": round(t.usage / total, 4) if total else 0.0,
+             "gap": round(gaps[t.tenant], 4)} for t in standing]
+
+
 class SharePolicy:
     """Decide, by weighted share of decayed licence time, whether a tenant takes a free slot."""
 
