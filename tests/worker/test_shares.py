@@ -22,6 +22,15 @@ def shared(settings, clock):
     return connect(settings.evolve(share_half_life=HALF_LIFE), clock=clock)
 
 
+def ran_and_waits(shared, clock, used: dict[str, float]) -> None:
+    """Each tenant ran one job of *used* seconds on another host, and has one queued."""
+    for tenant, seconds in used.items():
+        lease = shared.leases.acquire(request(tenant), "elsewhere", 0).lease
+        clock.advance(seconds)
+        shared.leases.release(lease, JobStatus.SUCCEEDED, finished_at=clock.time())
+        shared.jobs.note_waiting(request(tenant), clock.time(), "parked")
+
+
 def policy_of(shared, clock) -> SharePolicy:
     return SharePolicy(shared.settings, leases=shared.leases, jobs=shared.jobs,
                        tenants=shared.tenants, running=RunningTable(), clock=clock)
@@ -32,11 +41,7 @@ class TestShareView:
                                                                          clock):
         """heavy ran 100 s, light 10 s, both have work queued: heavy leaves the slot to
         light; light takes it; the view read it all from the tables."""
-        for tenant, seconds in (("heavy", 100), ("light", 10)):
-            lease = shared.leases.acquire(request(tenant), "elsewhere", 0).lease
-            clock.advance(seconds)
-            shared.leases.release(lease, JobStatus.SUCCEEDED, finished_at=clock.time())
-            shared.jobs.note_waiting(request(tenant), clock.time(), "parked")
+        ran_and_waits(shared, clock, {"heavy": 100, "light": 10})
         shares = policy_of(shared, clock)
         shares.refresh()
         assert shares.view().waiting == {"heavy", "light"}
@@ -50,11 +55,7 @@ class TestShareView:
         """Weighted 10 with a cap of all 8 slots, heavy's 90 s against light's 10 s is within
         its share (10/11): no yield; light, above its own, yields to heavy."""
         shared.tenants.put(TenantConfig(tenant_id="heavy", weight=10.0, cap=8))
-        for tenant, seconds in (("heavy", 90), ("light", 10)):
-            lease = shared.leases.acquire(request(tenant), "elsewhere", 0).lease
-            clock.advance(seconds)
-            shared.leases.release(lease, JobStatus.SUCCEEDED, finished_at=clock.time())
-            shared.jobs.note_waiting(request(tenant), clock.time(), "parked")
+        ran_and_waits(shared, clock, {"heavy": 90, "light": 10})
         shares = policy_of(shared, clock)
         shares.refresh()
         assert shares.yields_to("heavy") is None
