@@ -31,9 +31,9 @@ from imposer.models import (
     TenantCounter,
     counter_key,
 )
+from imposer.models.usage import forward_charge
 from imposer.state import lease_items
 from imposer.state.jobs import JobStore
-from imposer.models.usage import forward_charge
 from imposer.state.lease_items import request_token, usage_terms
 from imposer.state.tenants import TenantStore
 from imposer.state.verdicts import Acquisition, Successor, Verdict, why_refused
