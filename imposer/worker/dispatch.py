@@ -292,7 +292,8 @@ class Dispatcher:
         cap = self.leases.tenants.cap_for(tenant)
         why = (f"held by fair share: {tenant} is above its weighted share of recent licence "
                f"time, and {first} is further below its own" if first != tenant else
-               f"held by fair share: {tenant} may take no slot now (weight 0 pauses it)")
+               f"held by fair share: {tenant} may take no slot now (weight 0, or at its cap "
+               "as the share view counts its slots)")
         self.defer_at_cap(request, message, cap, reason=why)
 
     def defer_at_cap(self, request: JobRequest, message: Received, cap: int,
