@@ -59,6 +59,9 @@ CATALOGUE: dict[str, Metric] = {
     "stranded_seconds": Metric("Seconds", ("host",), "slot-seconds idle while a capped job waited"),
     "shortage_seconds": Metric("Seconds", ("host",),
                                "seconds every slot was busy with work queued"),
+    "share_gap": Metric("Percent", ("tenant_id",),
+                        "fair share: a tenant's part of recent licence time minus its weighted "
+                        "share, in points (above 0: more than its share), per share-view read"),
     "jobs": Metric("Count", ("outcome", "tenant_id"), "a job settled, by its outcome"),
     "failures": Metric("Count", ("kind",), "an attempt that did not succeed, by error kind"),
     "webhooks": Metric("Count", ("outcome", "tenant_id"),

@@ -156,6 +156,13 @@ class Settings:
     reserve_slots: int = _setting(
         1, "IMPOSER_RESERVE_SLOTS", int, "Slots per host never lent to borrowed work.", 0
     )
+    share_half_life: float = _setting(
+        0.0, "IMPOSER_SHARE_HALF_LIFE", float,
+        "Fair share of licence time: the half-life, in seconds, of the licence-seconds each "
+        "tenant used; a free slot goes to the waiting tenant furthest below its weighted "
+        "share (imposer tenants set T --weight W), within its cap. 0 turns it off: the "
+        "count caps alone.", 0,
+    )
     webhook_schedule: str = _setting(
         "5,300,1800,7200,18000,36000,36000", "IMPOSER_WEBHOOK_SCHEDULE", str,
         "Seconds between webhook attempts (comma-separated; after the last, it is failed).",

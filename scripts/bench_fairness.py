@@ -38,7 +38,15 @@ the borrow check, `imposer why`'s prediction error on a second mixed cap run
 (asked in a run of its own: its questions load the stack the workers share), and
 the simulator's speed on four weeks of 50,000 jobs.
 
-    python scripts/bench_fairness.py [--only mixed,lone,...] [--skip-speed]
+Fair share (issue 30, ``--share``: these runs alone, each a real worker beside the
+simulator; ``imposer.sim.fairness``): three tenants backlogged on one host of 8 slots,
+caps 4, one tenant's jobs 4x longer (``share``: c's; ``share-long-a``: a's), under the
+count caps alone (``share-caps``) and with IMPOSER_SHARE_HALF_LIFE set, equal weights or
+3:1:1 (a weighted 3); six late tenants arriving one by one while two others hold every
+slot (``arrival``); and the mixed workload with fair share on (quiet p95 against perfect
+delivery). Each target is printed met / NOT MET for the real run and the simulator.
+
+    python scripts/bench_fairness.py [--only mixed,lone,...] [--skip-speed] [--share]
                                      [--save FILE | --load FILE] [--keep-logs DIR]
 """
 
@@ -81,6 +89,8 @@ from imposer.sim.headline import (  # noqa: E402
     policy_of,
     rows_of_schedule,
 )
+from imposer.sim import fairness  # noqa: E402
+from imposer.sim.headline import CALLS_PER_JOB, path_calls  # noqa: E402
 from imposer.sim.workload import SimJob, fates_of, synthetic  # noqa: E402
 
 FAKE = ROOT / "scripts" / "fake-pdftoolbox"
@@ -96,6 +106,16 @@ RUNS = [
     ("long", "long", "borrow", 1, 8),
     ("late", "late", "cap", 1, 8),
 ]
+#: Fair share's runs: (run name, workload, weighting, usage half-life).
+SHARE_RUNS = [
+    ("share-caps", "share", "3:1:1", 0.0), ("share", "share", "equal", fairness.HALF_LIFE),
+    ("share-3:1:1", "share", "3:1:1", fairness.HALF_LIFE),
+    ("long-a-3:1:1", "share-long-a", "3:1:1", fairness.HALF_LIFE),
+    ("arrival", "arrival", "equal", fairness.HALF_LIFE),
+    ("mixed-share", "mixed", "equal", fairness.HALF_LIFE),
+]
+#: How often a host reads the share view under fair share in these runs.
+SHARE_REDRIVE = 1.0
 #: How often a borrowing host reads who waits (the borrow view), as it did every deferral.
 REDRIVE = 1.0
 #: The lease TTL, and so the receive's visibility: twice the park window, as the defaults
@@ -138,8 +158,12 @@ class Stack:
 
 # -- one real run ---------------------------------------------------------------------------
 def run_fleet(stack: Stack, jobs: list[SimJob], policy: str, hosts: int, slots: int,
-              median: float, workdir: Path, predict: bool = False) -> dict:
-    """Run *jobs* through *hosts* real workers under *policy*; return records and logs."""
+              median: float, workdir: Path, predict: bool = False, half_life: float = 0.0,
+              weights: dict | None = None) -> dict:
+    """Run *jobs* through *hosts* real workers under *policy*; return records and logs.
+
+    *half_life* above 0 turns fair share on, with *weights* in the tenants table.
+    """
     from imposer.client import submit
     from imposer.client.aws import Aws
     from imposer.dev.samples import numbered_pdf
@@ -157,6 +181,12 @@ def run_fleet(stack: Stack, jobs: list[SimJob], policy: str, hosts: int, slots: 
                              lease_ttl_seconds=TTL, sweep_seconds=5.0, poll_seconds=1,
                              borrow=policy == "borrow", **names)
     provision(settings)
+    if weights:
+        from imposer.models import TenantConfig
+        from imposer.worker.wiring import connect
+
+        for tenant, weight in weights.items():
+            connect(settings).tenants.put(TenantConfig(tenant_id=tenant, weight=weight))
     pdf = numbered_pdf(workdir / "art.pdf", 2)
     env = dict(stack.env, IMPOSER_QUEUE=names["queue_name"], IMPOSER_DLQ=names["dlq_name"],
                IMPOSER_BUCKET=names["bucket"], IMPOSER_TABLE_PREFIX=names["table_prefix"],
@@ -167,6 +197,9 @@ def run_fleet(stack: Stack, jobs: list[SimJob], policy: str, hosts: int, slots: 
                IMPOSER_BORROW="1" if policy == "borrow" else "0", IMPOSER_RESERVE_SLOTS="1")
     if policy == "borrow":  # (the others re-drive at the default interval: a safety net)
         env["IMPOSER_REDRIVE_SECONDS"] = str(REDRIVE)
+    if half_life > 0:
+        env["IMPOSER_SHARE_HALF_LIFE"] = str(half_life)
+        env["IMPOSER_REDRIVE_SECONDS"] = str(SHARE_REDRIVE)
     ids: dict[str, int] = {}
     sent: dict[str, float] = {}
 
@@ -507,6 +540,8 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated run names (mixed, lone, mixed-2h, "
                         "lone-2h, long); default all")
     parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--share", action="store_true",
+                        help="run fair share's workloads only (issue 30) and report them")
     parser.add_argument("--save", metavar="FILE", help="also keep the runs' results here")
     parser.add_argument("--load", metavar="FILE", help="report on saved results, run nothing")
     parser.add_argument("--keep-logs", metavar="DIR", help="keep the workers' logs here")
@@ -514,7 +549,9 @@ def main() -> int:
     only = set(args.only.split(",")) if args.only else None
     runs = [r for r in RUNS if only is None or r[0] in only]
     workloads = {k: synthetic(spec, median=m, seed=seed) for k, (spec, m, seed) in
-                 WORKLOADS.items()}
+                 {**WORKLOADS, **fairness.WORKLOADS}.items()}
+    if args.share:
+        return share_main(args, workloads)
     if args.load:
         with open(args.load, "rb") as saved:
             out = pickle.load(saved)
@@ -549,6 +586,101 @@ def main() -> int:
             pickle.dump(out, saved)
     report(workloads, out, None if args.skip_speed else speed())
     return 0
+
+
+# -- fair share (issue 30) ----------------------------------------------------------------------
+def share_main(args, workloads) -> int:
+    """Run fair share's workloads on a real worker each; report them beside the simulator."""
+    if args.load:
+        with open(args.load, "rb") as saved:
+            out = pickle.load(saved)
+    else:
+        stack, out = Stack(), []
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                logdir = Path(args.keep_logs or tmp)
+                logdir.mkdir(parents=True, exist_ok=True)
+                for name, wl, weighting, half in SHARE_RUNS:
+                    if args.only and name not in args.only.split(","):
+                        continue
+                    print(f"running {name} ...", file=sys.stderr, flush=True)
+                    started = time.time()
+                    median = {**WORKLOADS, **fairness.WORKLOADS}[wl][1]
+                    result = run_fleet(stack, workloads[wl], "cap", 1, 8, median, logdir,
+                                       half_life=half, weights=fairness.WEIGHTS[weighting])
+                    print(f"  {time.time() - started:.0f}s", file=sys.stderr, flush=True)
+                    out.append((name, wl, weighting, half, result))
+        finally:
+            stack.close()
+        if args.save:
+            with open(args.save, "wb") as saved:
+                pickle.dump(out, saved)
+    share_report(workloads, out)
+    return 0
+
+
+def share_report(workloads, out) -> None:
+    """Every fair-share target, real and simulated side by side, met / NOT MET."""
+    print(f"\nfair share (half-life {fairness.HALF_LIFE:g} s; 1 host x 8 slots, caps 4; "
+          "licence-seconds while all tenants are backlogged):")
+    verdicts = []
+
+    def verdict(what, real, sim, met) -> None:
+        verdicts.append(met)
+        print(f"  {what:58} real {real:>22}  sim {sim:>22}  {'met' if met else 'NOT MET'}")
+
+    for name, wl, weighting, half, result in out:
+        jobs = replay(workloads[wl], result)
+        since = submitted(jobs, result)
+        p = fairness.share_policy("cap", 1, 8, result["latency"],
+                                  fairness.WEIGHTS[weighting], half)
+        real_rows = rows_of_run(workloads[wl], result)
+        sim_s = simulate(jobs, p)
+        sim_rows = rows_of_schedule(sim_s, since)
+        calls = calls_by_kind(result["calls"], result["settings"], len(workloads[wl]))
+        label = f"{name} ({weighting}, {'caps alone' if half <= 0 else 'fair share'})"
+        if wl.startswith("share"):
+            real = fairness.share_figures(real_rows, fairness.WEIGHTS[weighting])
+            sim = fairness.share_figures(sim_rows, fairness.WEIGHTS[weighting])
+            split = lambda f: "/".join(f"{f['split'][t]:.2f}" for t in sorted(f["split"]))  # noqa: E731
+            want = "/".join(f"{real['target'][t]:.2f}" for t in sorted(real["target"]))
+            print(f"  {label}: split a/b/c real {split(real)}, sim {split(sim)}, "
+                  f"weighted share {want}")
+            if half > 0:
+                verdict(f"{name}: worst miss of a weighted share <= 10%",
+                        f"{real['worst']:.1%}", f"{sim['worst']:.1%}",
+                        real["worst"] <= fairness.SHARE_TOLERANCE)
+                verdict(f"{name}: Jain, weight-normalised >= {fairness.JAIN_FLOOR}",
+                        f"{real['jain']:.3f}", f"{sim['jain']:.3f}",
+                        real["jain"] >= fairness.JAIN_FLOOR)
+                off = max(abs(sim["split"][t] / real["split"][t] - 1) for t in real["split"])
+                verdict(f"{name}: simulator within 15% of each real share",
+                        f"{split(real)}", f"{off:.1%} off", off <= 0.15)
+            else:
+                print(f"  {'':4}(count-cap baseline: worst miss {real['worst']:.1%}, Jain "
+                      f"{real['jain']:.3f}; sim {sim['worst']:.1%}, {sim['jain']:.3f})")
+        elif wl == "arrival":
+            real, sim = fairness.arrival_figures(real_rows), fairness.arrival_figures(sim_rows)
+            verdict(f"{name}: late tenant's first start p95 / next job end p95 <= 1.2",
+                    f"{real['wait_p95']:.2f}s/{real['next_end_p95']:.2f}s="
+                    f"{real['ratio']:.2f}", f"{sim['ratio']:.2f}",
+                    real["ratio"] <= fairness.ARRIVAL_BOUND)
+            verdict(f"{name}: late tenants started at the first freed slot",
+                    f"{real['first_slot']:.0%}", f"{sim['first_slot']:.0%}",
+                    real["first_slot"] == 1.0)
+        else:
+            real = measure(real_rows, 8)
+            perfect = measure(rows_of_schedule(simulate(jobs, p.perfect()), since), 8)
+            sim = measure(sim_rows, 8)
+            verdict(f"{name}: quiet p95 wait <= 1.25x perfect delivery",
+                    f"{real['quiet_p95']:.2f}s/{perfect['quiet_p95']:.2f}s="
+                    f"{real['quiet_p95'] / perfect['quiet_p95']:.2f}x",
+                    f"{sim['quiet_p95'] / perfect['quiet_p95']:.2f}x",
+                    real["quiet_p95"] <= 1.25 * perfect["quiet_p95"])
+        verdict(f"{name}: AWS calls per job on its path <= {CALLS_PER_JOB:g}",
+                f"{calls['path']:.2f}", f"{path_calls(sim_s):.2f}",
+                calls["path"] <= CALLS_PER_JOB)
+    print(f"  {sum(verdicts)} of {len(verdicts)} targets met")
 
 
 def report(workloads, out, speeds) -> None:

@@ -75,13 +75,18 @@ def tenants() -> None:
                    "the list. Messages from anyone else naming TENANT are dead-lettered.")
 @click.option("--clear-senders", is_flag=True,
               help="Unbind every sender (then IMPOSER_REQUIRE_SENDERS decides).")
+@click.option("--weight", type=str, metavar="W",
+              help="Fair-share weight when IMPOSER_SHARE_HALF_LIFE is set: licence time is "
+                   "shared in proportion (default 1; 0 pauses the tenant).")
+@click.option("--clear-weight", is_flag=True, help="Drop the weight: the tenant weighs 1.")
 @click.option("--default-cap", "default_cap", type=int, hidden=True,
               help="Refused: it would set no tenant's cap.")
 @settings_options(*TABLE_NAMES)
 @handle_errors
 def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_override,
-                webhook_secret, webhook_hosts, senders, clear_senders, default_cap) -> None:
-    """Set TENANT's cap or webhook settings; the next acquire sees it, no restart.
+                webhook_secret, webhook_hosts, senders, clear_senders, weight, clear_weight,
+                default_cap) -> None:
+    """Set TENANT's cap, weight or webhook settings; the next acquire sees it, no restart.
 
     The default cap of tenants without an override is each worker's own
     IMPOSER_DEFAULT_CAP; no command changes it in the table.
@@ -105,6 +110,10 @@ def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_ove
         raise click.UsageError("--cap and --clear-cap contradict each other; give one")
     if senders and clear_senders:
         raise click.UsageError("--sender and --clear-senders contradict each other; give one")
+    if weight is not None and clear_weight:
+        raise click.UsageError("--weight and --clear-weight contradict each other; give one")
+    if weight is not None:
+        weight = _weight(weight)
     for sender in senders:
         if not valid_sender(sender):
             raise click.BadParameter(f"{sender[:100]!r} is not a sender id (the UserId of an IAM "
@@ -112,9 +121,10 @@ def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_ove
                                      "`aws iam get-user` / `get-role` print them; a role id "
                                      "may end in :session)", param_hint="--sender")
     if cap is None and not clear_cap and not webhook_secret and not webhook_hosts \
-            and not senders and not clear_senders:
-        raise click.UsageError("nothing to set: give --cap, --clear-cap, --webhook-secret, "
-                               "--webhook-host, --sender or --clear-senders")
+            and not senders and not clear_senders and weight is None and not clear_weight:
+        raise click.UsageError("nothing to set: give --cap, --clear-cap, --weight, "
+                               "--clear-weight, --webhook-secret, --webhook-host, --sender or "
+                               "--clear-senders")
     generated = webhook_secret == "generate"
     store = connect(settings).tenants
     current = store.get(tenant) or TenantConfig(tenant_id=tenant)
@@ -127,9 +137,26 @@ def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_ove
         changes["webhook_hosts"] = tuple(webhook_hosts)
     if senders or clear_senders:
         changes["senders"] = tuple(senders)
+    if weight is not None or clear_weight:
+        changes["weight"] = weight
     updated = attrs.evolve(current, **changes)
     store.put(updated)
     click.echo(_describe(updated, settings.default_cap, show_secret=generated))
+
+
+def _weight(text: str) -> float:
+    """``--weight``: a number from 0 up, or the one-line usage error that says so."""
+    from imposer.state.tenants import weight_problem
+
+    try:
+        weight = float(text)
+    except ValueError:
+        raise click.BadParameter(f"{text[:40]!r} is not a number (a weight is 0, which "
+                                 "pauses the tenant, or more)", param_hint="--weight") from None
+    problem = weight_problem(weight)
+    if problem:
+        raise click.BadParameter(problem, param_hint="--weight")
+    return weight
 
 
 def _hosts(hosts: tuple[str, ...]) -> tuple[str, ...]:
@@ -151,8 +178,10 @@ def _describe(config, default_cap: int, show_secret: bool = False) -> str:
         secret = config.webhook_secret if show_secret else "set"
     hosts = ", ".join(config.webhook_hosts) or "none"
     senders = ", ".join(config.senders) or "none bound"
+    weight = "" if config.weight is None else f"; weight {config.weight:g}" + \
+        (" (paused under fair share)" if config.weight == 0 else "")
     return (f"{config.tenant_id}: cap {cap}; webhook secret {secret}; webhook hosts {hosts}; "
-            f"senders {senders}")
+            f"senders {senders}{weight}")
 
 
 @tenants.command("list")
@@ -178,6 +207,7 @@ def tenants_list(settings: Settings, as_json: bool) -> None:
         rows.append({"tenant_id": name,
                      "cap": config.cap if config.cap is not None else settings.default_cap,
                      "override": config.cap is not None,
+                     "weight": config.weight if config.weight is not None else 1.0,
                      "inflight": counter.inflight if counter else 0,
                      "borrowed": counter.borrowed if counter else 0,
                      "webhook_hosts": list(config.webhook_hosts),
@@ -188,7 +218,8 @@ def tenants_list(settings: Settings, as_json: bool) -> None:
     click.echo(f"default cap {settings.default_cap}")
     for r in rows:
         tag = "" if r["override"] else " (default)"
-        click.echo(f"{r['tenant_id']:20} cap {r['cap']}{tag:10} inflight {r['inflight']}")
+        click.echo(f"{r['tenant_id']:20} cap {r['cap']}{tag:10} inflight {r['inflight']}"
+                   + (f" weight {r['weight']:g}" if r["weight"] != 1.0 else ""))
 
 
 @click.group()

@@ -151,7 +151,7 @@ def find_job(store, job_id: str, tenant: str | None):
 @click.option("--tenant", callback=_id, help="The job's tenant (needed when two share an id).")
 @click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
 @settings_options(*TABLE_NAMES, *QUEUE_NAMES, "slots", "default_cap", "defer_seconds",
-                  "retry_seconds")
+                  "retry_seconds", "share_half_life")
 @handle_errors
 def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
     """Say what JOB_ID is doing, why it waits, and when it should start.
@@ -169,14 +169,25 @@ def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
     else:
         answer = investigate(b.jobs, b.leases, b.tenants, settings, owner, job_id, time.time())
     waiting = not_received(b.queue) if record is None else None
+    share = None
+    if settings.share_half_life > 0 and record is not None and not record.status.final \
+            and answer.code != "running":
+        share = share_of(settings, b, owner, time.time())
     if as_json:
         payload = answer.to_dict()
         if record is None:
             payload["queue_not_received"] = waiting
+        if share is not None:
+            payload["fair_share"] = share
         click.echo(json.dumps(payload, indent=2))
     else:
         click.echo(f"{job_id}: {answer.code}")
         click.echo(f"  {answer.reason}")
+        if share is not None:
+            click.echo(f"  fair share: {owner} used {share['used']:.1%} of recent licence "
+                       f"time ({share['usage_seconds']:g} s) against a share of "
+                       f"{share['share']:.1%} (weight {share['weight']:g}); effective cap "
+                       f"{share['effective_cap']} of {share['cap']} while others wait")
         if answer.predicted_start and answer.code not in ("running", "succeeded"):
             when = time.strftime("%H:%M:%S", time.localtime(answer.predicted_start))
             span = ""
@@ -221,7 +232,8 @@ def fetch(settings: Settings, job_id: str, tenant, target) -> None:
 @click.option("--since", callback=duration, default="24h", show_default=True,
               metavar="DURATION", help="How far back the history goes (30m, 6h, 7d, 4w).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-@settings_options(*TABLE_NAMES, *QUEUE_NAMES, "slots", "default_cap", "rollup_seconds")
+@settings_options(*TABLE_NAMES, *QUEUE_NAMES, "slots", "default_cap", "rollup_seconds",
+                  "share_half_life")
 @handle_errors
 def stats(settings: Settings, since, as_json) -> None:
     """Per tenant running/waiting/deferred and p50/p95 wait; stranded capacity vs shortage.
@@ -294,12 +306,67 @@ def run_stats(settings: Settings, since_seconds: float, as_json: bool,
     data["queue"] = {"not_received": not_received(backends.queue)}
     data["rollups"] = {"newest_flush": newest, "every_seconds": settings.rollup_seconds,
                        "age_seconds": None if newest is None else round(now - newest, 1)}
+    if settings.share_half_life > 0:
+        data["fair_share"] = fair_share_of(settings, backends, now)
     if as_json:
         echo(json.dumps(data, indent=2))
     else:
         for line in format_stats(data):
             echo(line)
+        for line in format_fair_share(data.get("fair_share"), settings.share_half_life):
+            echo(line)
     return data
+
+
+def fair_share_of(settings: Settings, backends, now: float) -> list[dict]:
+    """Usage against weighted share per tenant: the usage items (one per tenant), the
+    tenants' rows and who has queued work (the open index); nothing that grows with history."""
+    from imposer.worker.shares import usage_table
+
+    configs = backends.tenants.list()
+    open_jobs = backends.jobs.open_jobs(("queued", "running"))
+    hosts = {r.host for r in open_jobs if r.status.value == "running" and r.host}
+    slots = settings.slots * max(1, len(hosts))
+    rows = usage_table(
+        backends.leases.usage(), {c.tenant_id: c.weight for c in configs if c.weight is not None},
+        {c.tenant_id: c.cap for c in configs if c.cap is not None}, settings.default_cap,
+        {r.tenant_id for r in open_jobs if r.status.value == "queued"}, now,
+        settings.share_half_life, slots)
+    return [{**row, "fleet_slots": slots} for row in rows]
+
+
+def share_of(settings: Settings, backends, tenant: str, now: float) -> dict:
+    """One tenant's fair-share row (``fair_share_of``) for `why`, with its cap and effective
+    cap: the slots its share is of the fleet's, rounded up, never above its cap."""
+    import math
+
+    rows = {r["tenant_id"]: r for r in fair_share_of(settings, backends, now)}
+    cap = backends.tenants.cap_for(tenant)
+    row = rows.get(tenant) or {"tenant_id": tenant, "usage_seconds": 0.0,
+                               "weight": backends.tenants.weight_for(tenant), "share": 0.0,
+                               "used": 0.0, "gap": 0.0, "fleet_slots": settings.slots}
+    return {**row, "cap": cap, "effective_cap": min(cap, max(
+        1, math.ceil(row["share"] * row["fleet_slots"] - 1e-9)))}
+
+
+def format_fair_share(rows: list[dict] | None, half_life: float) -> list[str]:
+    """The fair-share table of `imposer stats`: usage vs weighted share per tenant."""
+    if rows is None:
+        return []
+    from imposer.reports.formatting import format_seconds
+
+    lines = ["", f"fair share (usage half-life {format_seconds(half_life)}): licence-seconds "
+             "used lately against each tenant's weighted share"]
+    if not rows:
+        return lines + ["  no tenant has used licence time lately"]
+    lines.append(f"  {'TENANT':20} {'USED (S)':>10} {'WEIGHT':>6} {'USED':>6} {'SHARE':>6} "
+                 f"{'GAP':>7}")
+    for r in rows:
+        lines.append(f"  {r['tenant_id'][:20]:20} {r['usage_seconds']:>10.1f} "
+                     f"{r['weight']:>6g} {r['used']:>6.1%} {r['share']:>6.1%} "
+                     f"{100 * r['gap']:>+6.1f}")
+    return lines + ["  GAP: points of licence time above (+) or below (-) the share; the "
+                    "furthest below gets the next free slot"]
 
 
 def run_capacity(settings: Settings, window_seconds: float | None,

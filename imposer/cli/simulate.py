@@ -22,6 +22,7 @@ from imposer.cli.common import (
     handle_errors,
     settings_options,
 )
+from imposer.errors import ConfigError
 from imposer.settings import Settings
 
 #: Monday 2024-01-01 08:00 UTC: synthetic workloads start at the top of a working day.
@@ -58,6 +59,41 @@ def _switches(ctx, param, value):
         return tuple(dict.fromkeys(words[v.strip().lower()] for v in value.split(",")))
     except KeyError:
         raise click.BadParameter(f"{value!r}: say on, off or on,off") from None
+
+
+def _half_lives(ctx, param, value):
+    """``0,1h,7d``: usage half-lives for fair share, 0 (or off) for the count caps alone."""
+    from imposer.reports.formatting import parse_duration
+
+    if value is None:
+        return None
+    out = []
+    for part in (v.strip() for v in value.split(",")):
+        try:
+            out.append(0.0 if part.lower() in ("0", "off") else parse_duration(part))
+        except ConfigError as exc:
+            raise click.BadParameter(f"{exc}; or 0 for off") from None
+    return tuple(dict.fromkeys(out))
+
+
+def _weightings(ctx, param, values):
+    """Each ``--weights`` is one weighting: ``a=3,b=2`` (others weigh 1) or ``equal``."""
+    out = []
+    for value in values:
+        weights = {}
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            if part == "equal":
+                continue
+            tenant, _, weight = part.partition("=")
+            try:
+                w = float(weight)
+            except ValueError:
+                w = -1.0
+            if not tenant or not w >= 0 or w == float("inf"):
+                raise click.BadParameter(f"{part[:80]!r} is not TENANT=W (W a number >= 0)")
+            weights[tenant] = w
+        out.append(tuple(sorted(weights.items())))
+    return tuple(dict.fromkeys(out))
 
 
 def _cap_of(ctx, param, values):
@@ -98,6 +134,13 @@ def _cap_of(ctx, param, values):
               help="Borrowing idle slots [default: IMPOSER_BORROW].")
 @click.option("--reserve", callback=_ints, metavar="N[,N...]",
               help="Slots per host kept from borrowed work [default: IMPOSER_RESERVE_SLOTS].")
+@click.option("--half-life", "half_lives", callback=_half_lives, metavar="DURATION[,...]",
+              help="Fair share of licence time: usage half-lives to compare, e.g. 0,1h,7d "
+                   "(0 = off, the count caps alone) [default: 0].")
+@click.option("--weights", "weightings", multiple=True, callback=_weightings,
+              metavar="TENANT=W[,...]",
+              help="Fair share: one weighting per use, e.g. --weights equal --weights "
+                   "big=3 (others weigh 1, 0 pauses); variants only where a half-life is set.")
 @click.option("--call-ms", type=click.FloatRange(0), default=AWS_MS, show_default=True,
               help="Milliseconds one SQS or DynamoDB call takes the worker's parent.")
 @click.option("--receive-ms", type=click.FloatRange(0), default=AWS_MS, show_default=True,
@@ -114,12 +157,13 @@ def _cap_of(ctx, param, values):
                   "max_attempts", "poll_seconds", "cap_cache_seconds")
 @handle_errors
 def simulate(settings: Settings, since, days, export, synthetic, median, sigma, seed, hosts,
-             slot_counts, cap_values, cap_of, borrow_values, reserve, call_ms, receive_ms,
-             perfect, no_search, chart_path, as_json) -> None:
+             slot_counts, cap_values, cap_of, borrow_values, reserve, half_lives, weightings,
+             call_ms, receive_ms, perfect, no_search, chart_path, as_json) -> None:
     """Replay a workload through imposer's own policy, one row per variant.
 
     Virtual time, the worker's own rules (cap, park and hand-off, fair-queue
-    delivery, borrowing and reserve, retries): utilisation, long waits, p50
+    delivery, borrowing and reserve, retries, fair share of licence time by
+    weights and decayed usage): utilisation, long waits, p50
     and p95 wait per tenant and for quiet vs heavy tenants, the busiest day's
     makespan, the licence rule's verdict and the smallest slot count that
     meets it. Jobs cannot be preempted, run times are replayed as recorded,
@@ -158,7 +202,8 @@ def simulate(settings: Settings, since, days, export, synthetic, median, sigma, 
                 slots=slot_counts or (max(fleet.values(), default=settings.slots),),
                 caps=cap_values or (settings.default_cap,),
                 borrow=borrow_values or (settings.borrow,),
-                reserve=reserve or (settings.reserve_slots,))
+                reserve=reserve or (settings.reserve_slots,),
+                half_lives=half_lives or (0.0,), weightings=weightings or ((),))
     thresholds = None
     if now is not None:  # the jobs table's window is the verdict's
         from imposer.reports.capacity import Thresholds
@@ -224,6 +269,7 @@ def format_rows(rows, source: str, base) -> list[str]:
 
     first = rows[0].figures
     tenants = len(first.per_tenant)
+    shares = any(r.figures.policy.sharing for r in rows)
     lines = [f"workload      {first.jobs} jobs of {tenants} tenant(s) from {source}",
              f"heavy         {', '.join(first.heavy_tenants) or '-'} (more than an equal share "
              "of run time); the others are quiet",
@@ -235,7 +281,9 @@ def format_rows(rows, source: str, base) -> list[str]:
              + ("; tier caps " + ", ".join(f"{t}={c}" for t, c in base.caps) if base.caps
                 else ""),
              "",
-             f"{'#':>2} {'HOSTS':>5} {'SLOTS':>5} {'CAP':>3} {'BORROW':>6} {'UTIL':>5} "
+             f"{'#':>2} {'HOSTS':>5} {'SLOTS':>5} {'CAP':>3} {'BORROW':>6} "
+             + (f"{'SHARE':>16} " if shares else "") +
+             f"{'UTIL':>5} "
              f"{'>3MIN':>6} {'QUIET P50/P95':>15} {'HEAVY P50/P95':>15} {'BUSIEST DAY':>18} "
              f"{'MIN SLOTS':>9}  VERDICT"]
     for n, row in enumerate(rows, 1):
@@ -244,8 +292,11 @@ def format_rows(rows, source: str, base) -> list[str]:
         day = f"{f.busiest_day[5:]} {s(f.busiest_makespan)}" if f.busiest_day else "-"
         least = "-" if not row.searched else (str(row.min_slots) if row.min_slots
                                               else f">{SEARCH_LIMIT * p.slots}")
+        share = ""
+        if shares:
+            share = f"{share_label(p):>16} "
         lines.append(
-            f"{n:>2} {p.hosts:>5} {p.slots:>5} {p.cap:>3} {lend:>6} {f.utilisation:>5.0%} "
+            f"{n:>2} {p.hosts:>5} {p.slots:>5} {p.cap:>3} {lend:>6} {share}{f.utilisation:>5.0%} "
             f"{f.slow_share:>6.1%} {s(f.quiet.p50) + '/' + s(f.quiet.p95):>15} "
             f"{s(f.heavy.p50) + '/' + s(f.heavy.p95):>15} {day:>18} {least:>9}  "
             f"{f.verdict.text}" + (f" ({f.paused} paused)" if f.paused else ""))
@@ -263,8 +314,20 @@ def format_rows(rows, source: str, base) -> list[str]:
         lines.append(f"{tenant[:16]:16} {first.per_tenant[tenant].jobs:>6} " + " ".join(cells))
     lines += ["", "UTIL is busy slot time from the first arrival to the last end; >3MIN the "
               "share of starts that waited longer than the licence rule's threshold; MIN SLOTS "
-              "the fewest slots per host at which the rule stops saying at capacity."]
+              "the fewest slots per host at which the rule stops saying at capacity."
+              + (" SHARE: fair share's usage half-life and weights (others weigh 1), or off."
+                 if shares else "")]
     return lines
+
+
+def share_label(policy) -> str:
+    """``off``, or the half-life and the weights: ``1h a=3,b=2``."""
+    from imposer.reports.formatting import format_seconds
+
+    if not policy.sharing:
+        return "off"
+    weights = ",".join(f"{t}={w:g}" for t, w in policy.weights)
+    return f"{format_seconds(policy.half_life)} {weights or 'equal'}"[:16]
 
 
 def capacity_outlook(settings: Settings, backends, rows: Sequence, verdict, now: float,

@@ -18,6 +18,7 @@ from imposer.models.records import (
     TenantCounter,
     counter_key,
     lease_key,
+    usage_key,
 )
 from imposer.models.request import (
     TENANT_PREFIX,
@@ -33,5 +34,5 @@ from imposer.models.task import TaskSpec
 __all__ = [
     "FINAL_STATUSES", "Fate", "JobRecord", "JobRequest", "JobStatus", "Lease", "Outcome",
     "Received", "S3Uri", "TENANT_PREFIX", "TaskSpec", "TenantConfig", "TenantCounter",
-    "counter_key", "job_key", "lease_key", "new_job_id", "parse_json", "valid_id",
+    "counter_key", "job_key", "lease_key", "usage_key", "new_job_id", "parse_json", "valid_id",
 ]

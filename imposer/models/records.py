@@ -50,12 +50,15 @@ class TenantConfig:
     #: SQS sender ids that may send this tenant's jobs (``models.senders``); none
     #: binds nobody, and then IMPOSER_REQUIRE_SENDERS decides.
     senders: tuple[str, ...] = ()
+    #: Fair-share weight (IMPOSER_SHARE_HALF_LIFE on); None means 1, 0 pauses the tenant.
+    weight: float | None = None
 
     def to_item(self) -> dict[str, Any]:
         item = {
             "tenant_id": self.tenant_id,
             "cap": self.cap,
             "webhook_secret": self.webhook_secret,
+            "weight": self.weight,
         }
         if self.webhook_hosts:
             item["webhook_hosts"] = list(self.webhook_hosts)
@@ -71,6 +74,7 @@ class TenantConfig:
             webhook_secret=item.get("webhook_secret"),
             webhook_hosts=tuple(item.get("webhook_hosts") or ()),
             senders=tuple(item.get("senders") or ()),
+            weight=float(item["weight"]) if item.get("weight") is not None else None,
         )
 
 
@@ -148,6 +152,11 @@ def lease_key(tenant_id: str, job_id: str) -> str:
 
 def counter_key(tenant_id: str) -> str:
     return f"counter#{tenant_id}"
+
+
+def usage_key(tenant_id: str) -> str:
+    """The leases-table item of a tenant's decayed licence-seconds (fair share)."""
+    return f"usage#{tenant_id}"
 
 
 @attrs.frozen(kw_only=True)

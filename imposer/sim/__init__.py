@@ -15,6 +15,8 @@ rules the worker applies, on any number of hosts and slots, in a second.
     handoff    a freed slot to its tenant's oldest parked job, or owed to it
     delivery   fair-queue delivery by message group, and each host's receive
                with its long poll
+    shares     fair share of licence time (a usage half-life set): usage charged
+               at each release, and who of the tenants waiting gets a free slot
     state      AWS calls per step, the codes of events and states, a host's record
     policy     one variant: the fleet and its settings (``Policy``)
     schedule   what a run returns: every attempt, each job's fate, the counts
@@ -24,6 +26,9 @@ rules the worker applies, on any number of hosts and slots, in a second.
     variants   the grid of variants side by side and the smallest slot count
                that meets the licence rule
     chart      waits and utilisation per variant (matplotlib, optional)
+    headline   the benchmark's figures and targets per policy, for the guard tests
+    fairness   fair share's figures and targets: licence time by weighted share,
+               Jain's index, a late tenant's first start
 
 Only time and AWS are simulated: the rules come from the worker, the
 verdict from the reports, so neither can drift from what `imposer run` and

@@ -14,6 +14,10 @@ import heapq
 from imposer.sim.state import CALLS, MEMO_SECONDS, PARKED, VISIBLE, WAITING, Host
 from imposer.worker import policy as rules
 
+#: Under perfect delivery (no park window), how long a message the share rule held stays
+#: parked unless a hand-off starts it first.
+HELD_SECONDS = 300.0
+
 
 class Dispatch:
     """``Dispatcher.take_batch`` and its acquire, park and deferral.
@@ -44,7 +48,7 @@ class Dispatch:
         transaction, if all of them (up to its cap) fit under its cap; returns the messages
         left for one by one, and whether any started."""
         groups: dict[str, list[int]] = {}
-        for job in batch[:len(host.free)] if len(host.free) > 1 else ():
+        for job in batch[:len(host.free)] if len(host.free) > 1 and not self.sharing else ():
             tenant = self.tenant[job]
             if not (self.policy.memo and host.capped.get(tenant, -1.0) > host.clock):
                 groups.setdefault(tenant, []).append(job)
@@ -71,6 +75,7 @@ class Dispatch:
         for job in batch:
             tenant = self.tenant[job]
             cap = self.cap[tenant]
+            self._saw(tenant, host.clock)
             known_capped = p.memo and host.capped.get(tenant, -1.0) > host.clock
             if not free:  # ``park_or_give_back``: beyond the free slots (room for parking)
                 if known_capped and cap > 0:
@@ -81,6 +86,12 @@ class Dispatch:
                 continue
             if known_capped:
                 own = False  # known at cap: no transaction
+            elif rules.may_take_own_slot(self.inflight[tenant], cap) and \
+                    not self._share_allows(tenant, host.clock):
+                # held below its cap, another being further below its share: the view
+                # read with the cap says so, and the transaction's condition would
+                progress |= self._wait(job, cap, host, held=True)
+                continue
             else:
                 yield from self._acquire(host, tenant)
                 own = rules.may_take_own_slot(self.inflight[tenant], cap)
@@ -112,14 +123,19 @@ class Dispatch:
         if self.policy.memo:
             host.capped[tenant] = host.clock + min(MEMO_SECONDS, self.policy.defer_seconds)
 
-    def _wait(self, job: int, cap: int, host: Host) -> bool:
+    def _wait(self, job: int, cap: int, host: Host, held: bool = False) -> bool:
         """Park the message (at cap) or defer it (paused); a zero window keeps it visible.
 
-        False when the message is visible again at once (nothing changed).
+        False when the message is visible again at once (nothing changed). One
+        *held* by the share rule is parked even with a zero window (perfect
+        delivery), for a hand-off to start: visible, it would fill every
+        receive while the tenant the rule waits for stays in the queue.
         """
         tenant = self.tenant[job]
         self._count_waiting(job)
         window = self.policy.park_seconds if cap > 0 else self.policy.defer_seconds
+        if held and window <= 0:
+            window = HELD_SECONDS
         self._spend(host, CALLS["park"] if cap > 0 else CALLS["defer"])
         if window <= 0:
             self._back(job)

@@ -13,7 +13,9 @@ call into ``imposer.worker.policy``: the cap (``may_take_own_slot``), the
 borrow rule (``why_not_borrow``), the hand-off and its owed payment
 (``may_hand_off``), the receive's size (``receive_size``), the order of
 hand-offs (``own_first``), send order (``oldest_first``), retry backoff
-(``retry_delay``) and dead-lettering (``is_dead``).
+(``retry_delay``) and dead-lettering (``is_dead``); with a usage half-life
+set, who of the tenants waiting gets a free slot (``next_tenant``, see
+``shares``).
 
 Only time and AWS are simulated. The parent does one thing at a time and
 each AWS call it makes takes ``call_seconds`` (the calls of each step are
@@ -61,6 +63,7 @@ from imposer.sim.handoff import HandOffs
 from imposer.sim.parent import Parent
 from imposer.sim.policy import Policy
 from imposer.sim.schedule import Attempt, Schedule
+from imposer.sim.shares import Shares
 from imposer.sim.state import (
     BUSY,
     CALLS,
@@ -105,7 +108,7 @@ def simulate(jobs: Sequence[SimJob], policy: Policy, boot: Sequence[float] = ())
     return fleet.run()
 
 
-class _Fleet(Parent, Dispatch, HandOffs, Delivery):
+class _Fleet(Parent, Dispatch, HandOffs, Delivery, Shares):
     """The simulation's state: the queue, the hosts, counters and parked notes.
 
     A pass of a host's loop is a generator: it yields whenever the parent's
@@ -159,6 +162,7 @@ class _Fleet(Parent, Dispatch, HandOffs, Delivery):
         self.shown = 0
         #: Jobs not yet final: while some are, a host with free slots keeps polling.
         self.left = n
+        self._share_init()
         for i, job in enumerate(self.jobs):
             self._push(job.arrival, VISIBLE, i, 0)
 

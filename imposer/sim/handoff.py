@@ -53,6 +53,10 @@ class HandOffs:
             yield from self._lend(host, prefer=tenant, with_release=True)
             return
         host.capped.pop(tenant, None)
+        if self.sharing:  # the slot goes to whoever is furthest below its share
+            tenant = self._share_choice(host.clock)
+            if tenant is None or not self._parked(tenant):
+                return  # nobody waits parked: the slot is the receive's
         free = len(host.free)
         if rules.may_hand_off(free):
             yield from self._hand_off(host, tenant, with_release=True)
@@ -177,6 +181,8 @@ class HandOffs:
         # the worker tries the notes one Query read before it reads again
         host.notes_left[tenant] = host.notes_left[tenant] - 1 if cached else len(read) - 1
         for note in read:
+            if not borrow and not self._share_allows(tenant, host.clock):
+                return False  # another tenant is further below its share now
             if with_release:
                 with_release = False  # (the release's transaction is counted with the settle)
             else:

@@ -66,6 +66,8 @@ class Figures:
         return {
             "hosts": p.hosts, "slots": p.slots, "cap": p.cap, "caps": dict(p.caps),
             "borrow": p.borrow, "reserve": p.reserve if p.borrow else None,
+            "share_half_life": p.half_life or None,
+            "weights": dict(p.weights) if p.sharing else None,
             "jobs": self.jobs, "paused": self.paused,
             "utilisation": round(self.utilisation, 4), "slow_share": round(self.slow_share, 4),
             "waits": {t: attrs.asdict(w) for t, w in sorted(self.per_tenant.items())},

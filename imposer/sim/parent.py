@@ -59,10 +59,12 @@ class Parent:
             batch, host.rx_result, host.rx = host.rx_result, [], RX_NONE
             progress = yield from self._dispatch(host, batch)
             if not batch:
+                self.demand.clear()  # the queue had nothing visible: nobody waits there
                 yield from self._wake_idle(host)
                 yield from self._lend(host)
             elif not progress:
                 host.stale = self.shown  # asking again brings the same until something moves
+            yield from self._share_fill(host)
         if self._behind(host):
             yield  # the last calls' time: what follows is decided when they are done
         if host.free and host.rx == RX_NONE and self.left and host.stale != self.shown:
@@ -94,6 +96,7 @@ class Parent:
         now = host.clock
         if self.first_start[job] is None:
             self.first_start[job] = now
+        self._began(job, now)
         end = now + spec.run
         self.attempts.append(Attempt(job, host.index, slot, now, end, borrowed, fate))
         self._push(end, FINISH, job, host.index, slot, borrowed)
@@ -109,6 +112,7 @@ class Parent:
         if self._behind(host):
             yield  # the release transaction commits: the counter is down from here
         self.end[job] = host.clock  # the record's finished_at is the release's
+        self._charge(job, host.clock)  # (the release transaction's usage term)
         host.free.append(slot)
         if borrowed:
             self.borrowed[tenant] -= 1

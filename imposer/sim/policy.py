@@ -19,6 +19,11 @@ def _caps(value) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((str(t), int(c)) for t, c in items))
 
 
+def _weights(value) -> tuple[tuple[str, float], ...]:
+    items = value.items() if isinstance(value, Mapping) else value
+    return tuple(sorted((str(t), float(w)) for t, w in items))
+
+
 @attrs.frozen(kw_only=True)
 class Policy:
     """One variant of the fleet and its settings, as `imposer run` would be configured."""
@@ -49,6 +54,11 @@ class Policy:
     memo: bool = True
     #: How long a host keeps a tenant's cap before reading it again (IMPOSER_CAP_CACHE_SECONDS).
     cap_cache_seconds: float = 5.0
+    #: Fair share of licence time (IMPOSER_SHARE_HALF_LIFE): the usage half-life in
+    #: seconds; 0 is off (the count caps alone, as before).
+    half_life: float = 0.0
+    #: Tenants' weights under fair share (tenant, weight); the others weigh 1, 0 pauses.
+    weights: tuple[tuple[str, float], ...] = attrs.field(default=(), converter=_weights)
 
     def __attrs_post_init__(self) -> None:
         if self.hosts < 1 or self.slots < 1:
@@ -56,13 +66,24 @@ class Policy:
         if self.cap < 0 or self.reserve < 0 or any(c < 0 for _, c in self.caps):
             raise ConfigError("caps and the reserve must not be negative")
         if min(self.park_seconds, self.defer_seconds, self.retry_seconds, self.call_seconds,
-               self.receive_seconds, self.poll_seconds, self.cap_cache_seconds) < 0:
+               self.receive_seconds, self.poll_seconds, self.cap_cache_seconds,
+               self.half_life) < 0:
             raise ConfigError("delays must not be negative")
+        if any(w < 0 or w != w for _, w in self.weights):
+            raise ConfigError("weights must be 0 or more")
         if self.max_attempts < 1:
             raise ConfigError("max attempts must be at least 1")
 
     def cap_of(self, tenant: str) -> int:
         return dict(self.caps).get(tenant, self.cap)
+
+    def weight_of(self, tenant: str) -> float:
+        return dict(self.weights).get(tenant, 1.0)
+
+    @property
+    def sharing(self) -> bool:
+        """Fair share of licence time decides who gets a free slot (a half-life is set)."""
+        return self.half_life > 0
 
     @property
     def slots_total(self) -> int:
@@ -76,4 +97,9 @@ class Policy:
     @property
     def label(self) -> str:
         lend = f"borrow (reserve {self.reserve})" if self.borrow else "no borrow"
-        return f"{self.hosts}x{self.slots} slots, cap {self.cap}, {lend}"
+        label = f"{self.hosts}x{self.slots} slots, cap {self.cap}, {lend}"
+        if self.sharing:
+            weights = ",".join(f"{t}={w:g}" for t, w in self.weights)
+            label += f", share half-life {self.half_life:g}s" + \
+                (f" weights {weights}" if weights else "")
+        return label

@@ -1,4 +1,5 @@
-"""Variants side by side: every combination of hosts, slots, caps, borrowing and reserve.
+"""Variants side by side: every combination of hosts, slots, caps, borrowing and reserve,
+and of fair share's usage half-life and weights.
 
 Each row also says the smallest slot count per host (the other settings
 kept) at which the licence rule stops saying "at capacity", found by
@@ -34,17 +35,23 @@ class Grid:
     caps: tuple[int, ...] = (4,)
     borrow: tuple[bool, ...] = (False,)
     reserve: tuple[int, ...] = (1,)
+    #: Fair share's usage half-lives (0: off) and weightings ((tenant, weight) pairs).
+    half_lives: tuple[float, ...] = (0.0,)
+    weightings: tuple[tuple[tuple[str, float], ...], ...] = ((),)
 
     def policies(self) -> list[Policy]:
-        """One policy per combination; the reserve varies only where borrowing is on."""
+        """One policy per combination; the reserve varies only where borrowing is on, the
+        weights only where fair share is (a half-life above 0)."""
         out: list[Policy] = []
-        for hosts, slots, cap, lend in itertools.product(self.hosts, self.slots, self.caps,
-                                                         self.borrow):
+        for hosts, slots, cap, lend, half in itertools.product(
+                self.hosts, self.slots, self.caps, self.borrow, self.half_lives):
             for reserve in (self.reserve if lend else self.reserve[:1]):
-                p = attrs.evolve(self.base, hosts=hosts, slots=slots, cap=cap, borrow=lend,
-                                 reserve=reserve)
-                if p not in out:
-                    out.append(p)
+                for weights in (self.weightings if half > 0 else ((),)):
+                    p = attrs.evolve(self.base, hosts=hosts, slots=slots, cap=cap,
+                                     borrow=lend, reserve=reserve, half_life=half,
+                                     weights=weights)
+                    if p not in out:
+                        out.append(p)
         return out
 
 

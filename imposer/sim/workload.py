@@ -108,7 +108,8 @@ def from_jsonl(path: str | Path) -> list[SimJob]:
 
 
 _PART = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)=(?P<count>\d+)(?:x(?P<tenants>\d+))?"
-                   r"(?:@(?P<at>[0-9.]+[smhdw]?))?(?:/(?P<spread>[0-9.]+[smhdw]?))?$")
+                   r"(?:@(?P<at>[0-9.]+[smhdw]?))?(?:/(?P<spread>[0-9.]+[smhdw]?))?"
+                   r"(?:\*(?P<scale>[0-9.]*[0-9]))?$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -132,10 +133,11 @@ def synthetic(spec: str, *, median: float = 60.0, sigma: float = 0.45, seed: int
               origin: float = 0.0) -> list[SimJob]:
     """Generate jobs from ``noisy=100@0,quiet=5x2@3``: log-normal run times, seeded.
 
-    Each part is ``NAME=COUNT[xTENANTS][@START][/SPREAD]``: COUNT jobs per
-    tenant arriving at START (seconds, or 30m, 2h, 1d) after *origin*, all at
-    once or, with SPREAD, uniformly over that long. Run times are
-    ``median * lognormal(0, sigma)``, clipped to 0.3-4 times the median.
+    Each part is ``NAME=COUNT[xTENANTS][@START][/SPREAD][*SCALE]``: COUNT jobs
+    per tenant arriving at START (seconds, or 30m, 2h, 1d) after *origin*, all
+    at once or, with SPREAD, uniformly over that long. Run times are
+    ``median * lognormal(0, sigma)``, clipped to 0.3-4 times the median; SCALE
+    multiplies a part's run times (``long=40@0*4``: jobs 4x longer).
     """
     rng = random.Random(seed)
     jobs: list[SimJob] = []
@@ -144,13 +146,14 @@ def synthetic(spec: str, *, median: float = 60.0, sigma: float = 0.45, seed: int
         m = _PART.match(part)
         if not m:
             raise ConfigError(f"not a workload part: {part!r} (want NAME=COUNT[xTENANTS]"
-                              "[@START][/SPREAD], e.g. noisy=100@0 or quiet=5x2@3)")
+                              "[@START][/SPREAD][*SCALE], e.g. noisy=100@0 or quiet=5x2@3)")
         start, spread = _seconds(m["at"]), _seconds(m["spread"])
+        scale = float(m["scale"] or 1)
         for tenant in tenant_names(m["name"], int(m["tenants"] or 1)):
             for _ in range(int(m["count"])):
                 at = start + (rng.random() * spread if spread else 0.0)
                 run = rng.lognormvariate(0, sigma) * median
-                run = round(min(max(run, 0.3 * median), 4 * median), 2)
+                run = round(min(max(run, 0.3 * median), 4 * median) * scale, 2)
                 sent[tenant] = sent.get(tenant, 0) + 1
                 jobs.append(SimJob(tenant=tenant, arrival=origin + at, run=run,
                                    job_id=f"{tenant}-{sent[tenant]}"))

@@ -13,7 +13,7 @@ from typing import Any
 
 from imposer.aws.dynamodb import op
 from imposer.aws.expressions import Update
-from imposer.models import JobRequest, JobStatus, Lease, counter_key
+from imposer.models import JobRequest, JobStatus, Lease, counter_key, usage_key
 from imposer.state.jobs import JobStore, free_to_start, mark_final, mark_open
 
 
@@ -73,6 +73,30 @@ def hand_on(table: str, ending: Lease, starting: Lease, cap: int) -> list[dict[s
             raise ValueError("a hand-over within a tenant keeps the slot's kind")
         return [pass_on(table, ending.tenant_id, cap, ending.borrowed)]
     return [give_back(table, ending), take(table, starting.tenant_id, cap, starting.borrowed)]
+
+
+#: Eras before the last two whose terms a charge removes from a usage item (ADD keeps one
+#: term per era; an idle tenant's older ones are removed by its next charges).
+STALE_ERAS = 8
+
+
+def charge(table: str, tenant: str, era: int, amount: float) -> dict[str, Any]:
+    """The usage item's part of a release (fair share): one forward-decayed term ADDed to the
+    era's attribute ``u<era>``, the attributes of older eras REMOVEd (``policy.fold``).
+
+    No condition: a charge never refuses the release it rides on, and ADD
+    is the same whichever host's release comes first.
+    """
+    stale = ", ".join(f"u{era - back}" for back in range(2, 2 + STALE_ERAS))
+    return op("Update", table, {"pk": usage_key(tenant)},
+              update=f"SET tenant_id = :t ADD u{era} :a REMOVE {stale}",
+              values={":t": tenant, ":a": amount})
+
+
+def usage_terms(item: dict[str, Any]) -> dict[int, float]:
+    """A usage item's forward-decayed terms, era -> amount (``policy.usage_at``)."""
+    return {int(k[1:]): float(v) for k, v in item.items()
+            if k.startswith("u") and k[1:].lstrip("-").isdigit()}
 
 
 def start(table: str, jobs_table: str, request: JobRequest, lease: Lease,

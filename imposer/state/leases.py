@@ -4,7 +4,9 @@ The leases table holds two kinds of small, hot items: ``counter#<tenant>``
 (``inflight``, and ``ver`` bumped by every transaction that touches it) and
 ``lease#<job>``. Every change of a tenant's leases changes its counter in the
 same TransactWriteItems, so ``inflight`` always equals the live leases; the
-``ver`` lets a repair prove nothing moved while it looked.
+``ver`` lets a repair prove nothing moved while it looked. With fair share on
+(``share_half_life``), a third kind, ``usage#<tenant>``, holds the tenant's
+forward-decayed licence-seconds, charged by the release that ends each job.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from imposer.models import (
     TenantCounter,
     counter_key,
 )
+from imposer.models.usage import forward_charge
 from imposer.state import lease_items
 from imposer.state.jobs import JobStore
-from imposer.state.lease_items import request_token
+from imposer.state.lease_items import request_token, usage_terms
 from imposer.state.tenants import TenantStore
 from imposer.state.verdicts import Acquisition, Successor, Verdict, why_refused
 
@@ -47,7 +50,8 @@ class LeaseStore:
     """Acquire, renew, release and reclaim leases."""
 
     def __init__(self, dynamo: Dynamo, leases_table: str, jobs: JobStore,
-                 tenants: TenantStore, ttl: float, clock: Clock | None = None) -> None:
+                 tenants: TenantStore, ttl: float, clock: Clock | None = None,
+                 share_half_life: float = 0.0) -> None:
         self.dynamo = dynamo
         self.table = leases_table
         self.jobs = jobs
@@ -55,17 +59,23 @@ class LeaseStore:
         self.tenants = tenants
         self.ttl = ttl
         self.clock = clock or SystemClock()
+        #: Fair share's usage half-life (IMPOSER_SHARE_HALF_LIFE): above 0, each release
+        #: charges the job's licence-seconds to its tenant's usage item.
+        self.share_half_life = share_half_life
 
     # -- acquire ---------------------------------------------------------
     def acquire(self, request: JobRequest, host: str, slot: int,
                 sent_at: float | None = None, receipt: str | None = None,
-                borrow: bool = False, also: Sequence[dict[str, Any]] = ()) -> Acquisition:
+                borrow: bool = False, also: Sequence[dict[str, Any]] = (),
+                limit: int | None = None) -> Acquisition:
         """Take a slot for *request* in one transaction, or say why not.
 
         With *borrow*, take it beyond the tenant's cap: allowed only while the
         tenant is at its cap, and counted in ``borrowed`` so that ``inflight``
         stays an exact count of the capped, non-borrowed leases. *also* are
-        items that must commit with it (taking a parked note).
+        items that must commit with it (taking a parked note). A *limit* below
+        the cap bounds the counter further (fair share: the slots its decision
+        counted, plus one); refused by it, the verdict is AT_CAP with the cap.
         """
         tenant = request.tenant_id
         cap = self.tenants.cap_for(tenant)
@@ -73,7 +83,8 @@ class LeaseStore:
             return Acquisition(verdict=Verdict.AT_CAP, cap=cap)
         now = self.clock.time()
         lease = self.new_lease(request, host, slot, receipt, borrow)
-        items = [lease_items.take(self.table, tenant, cap, borrow),
+        bound = cap if limit is None or borrow else max(1, min(cap, limit))
+        items = [lease_items.take(self.table, tenant, bound, borrow),
                  *lease_items.start(self.table, self.jobs_table, request, lease, sent_at), *also]
         refused = self._transact_acquire(items, f"acquire lease for {request.key}", [lease])
         if refused is not None:
@@ -208,9 +219,23 @@ class LeaseStore:
 
     def _release_items(self, lease: Lease, status: JobStatus, failures: int,
                        fields: dict[str, Any]) -> list[dict[str, Any]]:
+        """The lease's end, then (fair share on) the charge of its licence-seconds: after
+        the items whose cancellation reasons the callers read by position."""
         finished = fields.get("finished_at") or self.clock.time()
-        return lease_items.end(self.table, self.jobs_table, lease, status, failures, fields,
-                          finished, self.jobs.retention_days)
+        items = lease_items.end(self.table, self.jobs_table, lease, status, failures, fields,
+                                finished, self.jobs.retention_days)
+        if self.share_half_life > 0:
+            used = max(0.0, finished - lease.acquired_at)
+            items.append(lease_items.charge(
+                self.table, lease.tenant_id,
+                *forward_charge(used, finished, self.share_half_life)))
+        return items
+
+    def usage(self) -> dict[str, dict[int, float]]:
+        """Every tenant's forward-decayed usage terms (one small item per tenant that ran
+        under fair share), tenant -> era -> amount."""
+        items = self.dynamo.scan(self.table, "begins_with(pk, :p)", {":p": "usage#"})
+        return {i["tenant_id"]: usage_terms(i) for i in items if "tenant_id" in i}
 
     def released(self, lease: Lease, status: JobStatus) -> bool:
         """Say whether the job record shows *lease*'s own release to *status* committed.

@@ -1,4 +1,5 @@
-"""The tenant config table: tier overrides (cap), webhook settings, bound senders.
+"""The tenant config table: tier overrides (cap, fair-share weight), webhook settings, bound
+senders.
 
 A worker reads a tenant's row (its cap, its senders) at most once per
 ``IMPOSER_CAP_CACHE_SECONDS`` (5 s), so a change takes effect within seconds,
@@ -12,6 +13,20 @@ from imposer.aws.tables import TableSpec
 from imposer.clock import Clock, SystemClock
 from imposer.errors import ConfigError
 from imposer.models import TenantConfig, valid_id
+
+
+#: The largest fair-share weight: a million to one is already all or nothing.
+MAX_WEIGHT = 1e6
+
+
+def weight_problem(weight: float | None) -> str | None:
+    """Say what is wrong with a fair-share weight, or None: a number from 0 (pauses) up."""
+    if weight is None:
+        return None
+    if not isinstance(weight, (int, float)) or not 0 <= weight <= MAX_WEIGHT:
+        return f"weight must be a number from 0 (pauses the tenant) to {MAX_WEIGHT:g}, " \
+               f"got {str(weight)[:40]}"
+    return None
 
 
 def table_spec(name: str) -> TableSpec:
@@ -40,6 +55,11 @@ class TenantStore:
         config = self._cached(tenant_id)
         return self.default_cap if config is None or config.cap is None else config.cap
 
+    def weight_for(self, tenant_id: str) -> float:
+        """Return the tenant's fair-share weight, 1 without one (cached like the cap)."""
+        config = self._cached(tenant_id)
+        return 1.0 if config is None or config.weight is None else config.weight
+
     def senders_for(self, tenant_id: str) -> tuple[str, ...]:
         """Return the sender ids bound to the tenant, () for none (cached like the cap)."""
         config = self._cached(tenant_id)
@@ -66,6 +86,9 @@ class TenantStore:
             raise ConfigError(f"invalid tenant id {config.tenant_id!r}")
         if config.cap is not None and config.cap < 0:
             raise ConfigError("cap must be 0 or more")
+        problem = weight_problem(config.weight)
+        if problem:
+            raise ConfigError(problem)
         self.dynamo.put(self.table, config.to_item())
         self._caps.pop(config.tenant_id, None)
 

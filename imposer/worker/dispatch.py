@@ -36,6 +36,7 @@ from imposer.worker.pool import Pool
 from imposer.worker.rollup import RollupRecorder
 from imposer.worker.running import RunningTable
 from imposer.worker.senders import SenderCheck
+from imposer.worker.shares import SharePolicy
 from imposer.worker.vetting import Vetting
 
 logger = logging.getLogger(__name__)
@@ -48,8 +49,11 @@ class Dispatcher:
                  storage: Storage, messages: Messages, handoff: HandOff, metrics: Metrics,
                  rollups: RollupRecorder, pool: Pool, running: RunningTable,
                  contention: ContentionMeter, borrowing: BorrowPolicy, overrun: OverrunPolicy,
-                 senders: SenderCheck, clock: Clock, outbox: OutboxStore | None = None) -> None:
+                 senders: SenderCheck, clock: Clock, outbox: OutboxStore | None = None,
+                 shares: SharePolicy | None = None) -> None:
         self.settings = settings
+        #: Fair share of licence time (IMPOSER_SHARE_HALF_LIFE); None or disabled: caps alone.
+        self.shares = shares
         self.leases, self.jobs, self.messages, self.metrics = leases, jobs, messages, metrics
         self.storage, self.rollups, self.handoff = storage, rollups, handoff
         self.contention, self.borrowing = contention, borrowing
@@ -106,6 +110,8 @@ class Dispatcher:
         """
         bursts: dict[str, list[tuple[JobRequest, Received]]] = {}
         keys = set()
+        if self.sharing:
+            return messages  # each start is the share rule's decision, one by one
         for message in messages[:len(free)] if len(free) > 1 else ():
             if message.group_id is None:
                 continue  # (parsed once, below, so its warning is logged once)
@@ -197,8 +203,16 @@ class Dispatcher:
         if known is not None:
             acq = Acquisition(verdict=Verdict.AT_CAP, cap=known)
         else:
+            limit = None
+            if self.sharing:
+                self.shares.seen(tenant)
+                first = self.shares.yields_to(tenant, self.handoff.parked_tenants())
+                if first is not None:
+                    self.hold(request, message, first)
+                    return False
+                limit = self.shares.limit(tenant)
             acq = self.leases.acquire(request, self.settings.host_id, slot, message.sent_at,
-                                      message.receipt)
+                                      message.receipt, limit=limit)
             if acq.verdict == Verdict.AT_CAP:
                 self.known_capped(tenant, acq.cap)
         if acq.verdict == Verdict.ACQUIRED:
@@ -267,13 +281,28 @@ class Dispatcher:
                     why_not = "the tenant dropped below its cap meanwhile"
                 self.defer_at_cap(request, message, cap, f"not borrowing: {why_not}")
 
+    @property
+    def sharing(self) -> bool:
+        """Fair share of licence time decides who takes a free slot."""
+        return self.shares is not None and self.shares.enabled
+
+    def hold(self, request: JobRequest, message: Received, first: str) -> None:
+        """Fair share: park *message* below its tenant's cap, for *first* goes before it."""
+        tenant = request.tenant_id
+        cap = self.leases.tenants.cap_for(tenant)
+        why = (f"held by fair share: {tenant} is above its weighted share of recent licence "
+               f"time, and {first} is further below its own" if first != tenant else
+               f"held by fair share: {tenant} may take no slot now (weight 0, or at its cap "
+               "as the share view counts its slots)")
+        self.defer_at_cap(request, message, cap, reason=why)
+
     def defer_at_cap(self, request: JobRequest, message: Received, cap: int,
-                     note: str | None = None) -> None:
+                     note: str | None = None, reason: str | None = None) -> None:
         self.last_batch_parks += cap > 0
         self.metrics.emit("cap_defer", 1, tenant_id=request.tenant_id)
         self.contention.deferred(request.tenant_id, request.job_id)
         self.rollups.deferred(request.tenant_id, self.clock.time())
-        reason = f"at tenant cap: {request.tenant_id} holds all {cap} of its slots"
+        reason = reason or f"at tenant cap: {request.tenant_id} holds all {cap} of its slots"
         if cap <= 0:  # paused: no slot of its will free, so nothing to wait for but an operator
             reason = f"tenant {request.tenant_id} is paused (cap 0)"
         if note:

@@ -78,9 +78,12 @@ class Intake:
             free = self.pool.free()
             self.dispatch.take_batch(messages, free, stopping)
             self.empty_poll = not messages or self.dispatch.last_batch_paused
+            if not messages and self.dispatch.shares is not None:
+                self.dispatch.shares.queue_empty()
             if not messages and free:
                 self.refill.wake_idle(free, stopping)
                 self.refill.lend(free, stopping)
+            self.refill.share_fill(free, stopping)
         free = self.pool.free()
         if not free or now < self.paused_until or self.receiver.busy:
             return

@@ -10,6 +10,17 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence, TypeVar
 
+import attrs
+
+from imposer.models.usage import (  # noqa: F401 (the policy's arithmetic, written once)
+    ERA_HALF_LIVES,
+    decayed,
+    era_of,
+    fold,
+    forward_charge,
+    usage_at,
+)
+
 T = TypeVar("T")
 
 #: A tenant's oldest parked notes one read takes (one waiting-table Query). The hand-offs
@@ -144,3 +155,133 @@ def needs_hold(visible_until: float, now: float, heartbeat: float) -> bool:
     most jobs) costs no visibility change at all.
     """
     return visible_until - now < 2 * heartbeat + 5
+
+
+# -- fair shares of licence time (IMPOSER_SHARE_HALF_LIFE) ---------------------------------
+#
+# The anchors. Slurm's multifactor fair share decays each account's usage with a
+# half-life (``PriorityDecayHalfLife``, default 7 days) and ranks it by
+# ``F = 2^(-U/S)``: U the account's share of the decayed usage, S its normalised
+# share of the shares. Kueue's admission fair sharing orders queues by usage
+# decayed with ``usageHalfLifeTime``, weighted by each queue's ``weight``. AWS
+# Batch's fair share scheduling decays usage over ``shareDecaySeconds`` and
+# divides it by each share identifier's ``weightFactor``. Here U is a tenant's
+# licence-seconds (what a pdfToolbox credit licence bills), S its weight's
+# share of the slots, water-filled under the caps (a cap is never exceeded, so
+# what a capped tenant cannot take goes to the others by weight); and since
+# nothing is preempted, the rule decides only who gets the slot that is free now.
+
+#: A tenant is held (``yields_to``) only when its usage over its share exceeds the least
+#: used tenant's by more than this: 1.0 is a tenant's whole share.
+SHARE_SLACK = 0.05
+
+
+@attrs.frozen(kw_only=True)
+class TenantShare:
+    """What the share rule knows of one tenant with work running or waiting."""
+
+    tenant: str
+    #: Its weight (``imposer tenants set T --weight W``); 0 pauses it under fair share.
+    weight: float = 1.0
+    #: Its configured cap: fair share never lets it hold more.
+    cap: int
+    #: Slots it holds under its cap now.
+    inflight: int = 0
+    #: Its decayed licence-seconds now, running jobs' time so far included.
+    usage: float = 0.0
+    #: It has work waiting for a slot.
+    waiting: bool = True
+
+
+def weighted_shares(tenants: Sequence[TenantShare], slots: int) -> dict[str, float]:
+    """Each tenant's share of the licence time: its weight's part, water-filled under caps.
+
+    A tenant's share is its weight over the weights of the tenants active
+    (running or waiting), but never more than its cap's part of the *slots*;
+    what a capped tenant cannot use goes to the others by weight (Kueue's and
+    DRF's max-min fairness with limits). Weight 0 or cap 0: a share of 0.
+    """
+    shares = {t.tenant: 0.0 for t in tenants}
+    open_ = {t.tenant: t for t in tenants if t.weight > 0 and t.cap > 0}
+    left = 1.0
+    while open_ and left > 1e-12:
+        weights = sum(t.weight for t in open_.values())
+        limited = {name: t for name, t in open_.items()
+                   if left * t.weight / weights >= t.cap / max(1, slots)}
+        if not limited:
+            for name, t in open_.items():
+                shares[name] = left * t.weight / weights
+            break
+        for name, t in limited.items():
+            shares[name] = min(1.0, t.cap / max(1, slots))
+            left -= shares[name]
+            del open_[name]
+    return shares
+
+
+def share_order(tenants: Sequence[TenantShare], slots: int) -> list[str]:
+    """The waiting tenants that may take a slot, furthest below their share first.
+
+    The rank is U/S, usage over share (Slurm's ``F = 2^(-U/S)`` ranks the
+    same way); ties, as when nobody has used anything yet, go to the tenant
+    holding the fewest slots for its share, then by name, so every host
+    that reads the same figures decides the same. A tenant at its cap, of
+    weight 0 or cap 0, or with nothing waiting, is not in it.
+    """
+    shares = weighted_shares(tenants, slots)
+    able = [t for t in tenants
+            if t.waiting and shares[t.tenant] > 0 and may_take_own_slot(t.inflight, t.cap)]
+    return [t.tenant for t in sorted(able, key=lambda t: (
+        t.usage / shares[t.tenant], t.inflight / shares[t.tenant], t.tenant))]
+
+
+def next_tenant(tenants: Sequence[TenantShare], slots: int) -> str | None:
+    """Which waiting tenant gets the slot free now: the one furthest below its weighted
+    share of recent licence time (``share_order``), or None when nobody may take it.
+
+    A tenant far above its share is thereby held below its cap while others
+    wait; one waiting alone gets every slot its cap allows.
+    """
+    order = share_order(tenants, slots)
+    return order[0] if order else None
+
+
+def yields_to(tenant: str, tenants: Sequence[TenantShare], slots: int,
+              slack: float = SHARE_SLACK) -> str | None:
+    """The tenant *tenant* must leave a free slot to, or None if it may take it.
+
+    Only a tenant *far* above its share is held: one whose fraction of the
+    licence time, over its share, exceeds that of the tenant furthest below
+    by more than *slack* (the order is ``share_order``'s). Within the slack
+    the tenant in hand takes the slot: holding it costs a park and another
+    start, and the shares come out within the slack all the same. A tenant
+    that may not take a slot at all (at its cap, weight 0) yields to the
+    first in the order, if anyone may (``may_start`` says whether it may).
+    """
+    order = share_order(tenants, slots)
+    if not order or order[0] == tenant:
+        return None
+    if tenant not in order:
+        return order[0]
+    shares = weighted_shares(tenants, slots)
+    total = sum(t.usage for t in tenants)
+    if total <= 0:
+        return None
+    usage = {t.tenant: t.usage for t in tenants}
+    ratio = {name: usage[name] / total / shares[name] for name in (tenant, order[0])}
+    return order[0] if ratio[tenant] - ratio[order[0]] > slack else None
+
+
+def may_start(tenant: str, tenants: Sequence[TenantShare], slots: int,
+              slack: float = SHARE_SLACK) -> bool:
+    """May *tenant* (among *tenants*, as waiting) take the free slot under fair share?"""
+    return tenant in share_order(tenants, slots) and \
+        yields_to(tenant, tenants, slots, slack) is None
+
+
+def share_gaps(tenants: Sequence[TenantShare], slots: int) -> dict[str, float]:
+    """Each tenant's usage fraction minus its share: above 0 it had more than its share."""
+    shares = weighted_shares(tenants, slots)
+    total = sum(t.usage for t in tenants)
+    return {t.tenant: (t.usage / total if total > 0 else 0.0) - shares[t.tenant]
+            for t in tenants}

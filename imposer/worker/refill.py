@@ -40,6 +40,7 @@ from imposer.worker.handoff import HandOff, Handover
 from imposer.worker.messages import Messages
 from imposer.worker.pool import Pool
 from imposer.worker.running import Running, RunningTable
+from imposer.worker.shares import SharePolicy
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +62,14 @@ class Refiller:
 
     def __init__(self, settings: Settings, *, dispatch: Dispatcher, leases: LeaseStore,
                  handoff: HandOff, messages: Messages, metrics: Metrics, pool: Pool,
-                 running: RunningTable, borrowing: BorrowPolicy, clock: Clock) -> None:
+                 running: RunningTable, borrowing: BorrowPolicy, clock: Clock,
+                 shares: SharePolicy | None = None) -> None:
         self.settings, self.dispatch, self.leases, self.handoff = (settings, dispatch, leases,
                                                                    handoff)
         self.borrowing = borrowing
+        #: Fair share (IMPOSER_SHARE_HALF_LIFE): a freed slot goes to the tenant furthest
+        #: below its weighted share, not always to the settled job's tenant.
+        self.shares = shares if shares is not None and shares.enabled else None
         #: The waiting view's generation ``redrive`` last acted on.
         self._redriven = 0
         self.messages, self.metrics, self.pool, self.running = messages, metrics, pool, running
@@ -98,8 +103,13 @@ class Refiller:
             self.lend(free, stopping, prefer=(tenant,))
             return
         self.dispatch.known_free(tenant)
+        if self.shares is not None:  # the slot is for whoever is furthest below its share
+            tenant = self.shares.choice(self.handoff.parked_tenants())
+            if tenant is None:
+                return  # nobody waits parked: the slot is the queue's
         if policy.may_hand_off(len(free)):
-            self._hand_off(tenant, free)
+            if not self._hand_off(tenant, free) and self.shares is not None:
+                self.shares.nothing_to_start(tenant)
         else:
             self._owed[tenant] = min(self.settings.slots, self._owed.get(tenant, 0) + 1)
 
@@ -143,8 +153,9 @@ class Refiller:
             logger.warning("no hand-over with the release of %s: %s", job.request.key, exc,
                            extra=extra("aws_error", tenant, job.request.job_id))
             return Promise.NOT_NOW, job
-        if cap <= 0:
-            return Promise.NOT_NOW, job
+        if cap <= 0 or (self.shares is not None and self.shares.yields_to(
+                tenant, self.handoff.parked_tenants()) is not None):
+            return Promise.NOT_NOW, job  # (fair share: ``wake`` gives it to whom it says)
         if note is None:
             self.dispatch.known_free(tenant)  # as ``wake`` does: a slot of the tenant is free
             return Promise.NOTHING_PARKED, job
@@ -268,6 +279,25 @@ class Refiller:
             if not self._owed.get(tenant):
                 self._owed.pop(tenant, None)
 
+    def share_fill(self, free: list[int], stopping: Callable[[], bool]) -> int:
+        """Fair share: free slots to the parked work of the tenants furthest below their
+        share, one hand-off each (``SharePolicy.choice``); a tenant with no parked note to
+        start is passed over. Returns how many jobs started."""
+        if self.shares is None:
+            return 0
+        tried: set[str] = set()
+        started = 0
+        while free and not stopping():
+            chosen = self.shares.choice(self.handoff.parked_tenants(), exclude=tried)
+            if chosen is None:
+                break
+            if self._hand_off(chosen, free):
+                started += 1
+            else:
+                tried.add(chosen)
+                self.shares.nothing_to_start(chosen)
+        return started
+
     def lend(self, free: list[int], stopping: Callable[[], bool],
              prefer: tuple[str, ...] = ()) -> int:
         """Borrowing: give idle slots beyond the reserve to capped tenants' parked jobs.
@@ -331,8 +361,12 @@ class Refiller:
 
         Notes read by an earlier Query are tried first; if every one of them
         was gone, the waiting table is read again. With *borrow*, the job
-        takes a borrowed slot, if the tenant is still at its cap.
+        takes a borrowed slot, if the tenant is still at its cap. Under fair share a
+        tenant that must leave the slot to another (``SharePolicy.yields_to``) takes none.
         """
+        if not borrow and self.shares is not None and \
+                self.shares.yields_to(tenant, self.handoff.parked_tenants()) is not None:
+            return False
         try:
             notes, fresh = self.handoff.notes(tenant)
             if notes and self._take_one(notes, free, fresh, borrow):
@@ -385,9 +419,12 @@ class Refiller:
             self.launcher.received_at = self.clock.monotonic()
             with guard(request):
                 try:
+                    limit = None if borrow or self.shares is None else \
+                        self.shares.limit(request.tenant_id)
                     acq = self.leases.acquire(request, self.settings.host_id, free[0],
                                               message.sent_at, message.receipt, borrow=borrow,
-                                              also=[self.handoff.waiting.claim_op(note)])
+                                              also=[self.handoff.waiting.claim_op(note)],
+                                              limit=limit)
                 except BackendError as exc:
                     self.launcher.acquire_failed(request, exc)
                     return False  # the note stays; a redrive or its window brings it back

@@ -40,6 +40,7 @@ from imposer.worker.refill import Promise, Refiller
 from imposer.worker.rollup import RollupRecorder
 from imposer.worker.senders import SenderCheck
 from imposer.worker.running import RunningTable
+from imposer.worker.shares import SharePolicy
 from imposer.worker.signals import StopRequests
 from imposer.worker.threads import Periodic
 from imposer.worker.wiring import Backends
@@ -81,6 +82,9 @@ class Supervisor:
                                           self.metrics, s.host_id)
         self.receiver = Receiver(backends.queue, s.poll_seconds, s.lease_ttl_seconds, self.clock)
         self.handoff = HandOff(s, backends.waiting, self.messages, self.clock)
+        self.shares = SharePolicy(s, leases=self.leases, jobs=backends.jobs,
+                                  tenants=backends.tenants, running=self.running,
+                                  clock=self.clock)
         self.dispatch = Dispatcher(
             s, leases=self.leases, jobs=backends.jobs, storage=storage, messages=self.messages,
             handoff=self.handoff, metrics=self.metrics, rollups=self.rollups, pool=self.pool,
@@ -88,11 +92,11 @@ class Supervisor:
             overrun=self.overrun, senders=SenderCheck(
                 backends.tenants, trusted=s.trusted_senders, require=s.require_senders,
                 whoami=lambda: session.caller_identity(s.region)[0]["UserId"]),
-            clock=self.clock, outbox=backends.outbox)
+            clock=self.clock, outbox=backends.outbox, shares=self.shares)
         self.refill = Refiller(
             s, dispatch=self.dispatch, leases=self.leases, handoff=self.handoff,
             messages=self.messages, metrics=self.metrics, pool=self.pool, running=self.running,
-            borrowing=self.borrowing, clock=self.clock)
+            borrowing=self.borrowing, clock=self.clock, shares=self.shares)
         self.intake = Intake(
             receiver=self.receiver, dispatch=self.dispatch, refill=self.refill, pool=self.pool,
             queue=self.queue, messages=self.messages, jobs=self.jobs, tenants=self.tenants,
@@ -115,6 +119,8 @@ class Supervisor:
             Periodic("rollups", s.rollup_seconds, self.rollups.flush),
         ]
         self.threads.append(Periodic("waiting-view", s.redrive_seconds, self.borrowing.refresh))
+        if self.shares.enabled:
+            self.threads.append(Periodic("share-view", s.redrive_seconds, self.refresh_shares))
         self.threads.append(self.sender)
 
     # -- the story -----------------------------------------------------------
@@ -160,6 +166,8 @@ class Supervisor:
                 self.leases, self.metrics, self.settings.host_id, self.messages))
             if self.settings.borrow:
                 patiently("borrow view", self.borrowing.refresh)
+            if self.shares.enabled:
+                patiently("share view", self.shares.refresh)
         except StoppedWhileBooting as exc:
             logger.info("stopped while booting: %s", exc,
                         extra=extra("stopped", started=0, booted=False))
@@ -222,7 +230,8 @@ class Supervisor:
                             if handover.successor.lease.borrowed:  # as after any borrowed
                                 freed.append((job.request.tenant_id, True))  # job: lend more
                             continue  # the slot went to a parked job with the release
-                    if settled is Settled.DONE and promise is not Promise.NOTHING_PARKED:
+                    if settled is Settled.DONE and (promise is not Promise.NOTHING_PARKED
+                                                    or self.shares.enabled):
                         freed.append((job.request.tenant_id, job.lease.borrowed))
         for tenant, borrowed in freed:
             with guard(None):
@@ -270,6 +279,14 @@ class Supervisor:
         queued = self.queue.depth()["visible"] if busy >= self.settings.slots else 0
         stranded, stranded_time, shortage = self.contention.sample(busy, queued)
         self.rollups.contention(stranded, stranded_time, shortage, self.clock.time())
+
+    def refresh_shares(self) -> None:
+        """Fair share: re-read who waits and the usage (a background pass), and say each
+        active tenant's share gap (``share_gap``: its fraction of recent licence time minus
+        its weighted share)."""
+        self.shares.refresh()
+        for tenant, gap in self.shares.gaps().items():
+            self.metrics.emit("share_gap", round(100 * gap, 2), tenant_id=tenant)
 
     # -- new work ---------------------------------------------------------------
     def redrive_parked(self) -> None:

@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from imposer.models import JobStatus, lease_key
 from tests.fixtures.aws import env_for
 from tests.fixtures.jobs import record_of, request
@@ -84,10 +86,36 @@ class TestOperatorViews:
         env = env_for(settings)
         assert imposer(env, "tenants", "set", "acme", "--cap", "1").returncode == 0
         rows = json.loads(imposer(env, "tenants", "list", "--json").stdout)
-        assert rows == [{"tenant_id": "acme", "cap": 1, "override": True, "inflight": 0,
-                         "borrowed": 0, "webhook_hosts": [], "senders": []}]
+        assert rows == [{"tenant_id": "acme", "cap": 1, "override": True, "weight": 1.0,
+                         "inflight": 0, "borrowed": 0, "webhook_hosts": [], "senders": []}]
         assert backends.leases.acquire(request(), "h", 0).verdict.value == "acquired"
         assert backends.leases.acquire(request(), "h", 1).verdict.value == "at_cap"
+
+    def test_tenants_set_weight(self, settings, backends):
+        """A fair-share weight set from the CLI is stored, listed and read by the workers'
+        store; clearing it gives the tenant weight 1 again, its cap untouched."""
+        env = env_for(settings)
+        out = imposer(env, "tenants", "set", "acme", "--cap", "3", "--weight", "2.5")
+        assert out.returncode == 0 and out.stdout.strip().endswith("weight 2.5"), out
+        rows = json.loads(imposer(env, "tenants", "list", "--json").stdout)
+        assert (rows[0]["cap"], rows[0]["weight"]) == (3, 2.5)
+        assert backends.tenants.weight_for("acme") == 2.5
+        assert "weight 0 (paused under fair share)" in imposer(
+            env, "tenants", "set", "acme", "--weight", "0").stdout
+        assert imposer(env, "tenants", "set", "acme", "--clear-weight").returncode == 0
+        row = backends.tenants.get("acme")
+        assert (row.weight, row.cap) == (None, 3)
+
+    @pytest.mark.parametrize("weight", ["-1", "heavy", "nan", "inf", "2e6"])
+    def test_a_bad_weight_is_one_line_and_changes_nothing(self, settings, backends, weight):
+        """A weight that is no number from 0 to a million is refused in one line on stderr,
+        exit 2, and the tenant's row is left as it was."""
+        env = env_for(settings)
+        assert imposer(env, "tenants", "set", "acme", "--weight", "2").returncode == 0
+        out = imposer(env, "tenants", "set", "acme", "--weight", weight)
+        assert out.returncode == 2, out
+        assert len(out.stderr.strip().splitlines()) == 1 and "--weight" in out.stderr
+        assert backends.tenants.get("acme").weight == 2.0
 
     def test_help_explains_settings(self):
         """`run --help` documents each setting with its variable and default."""

@@ -149,9 +149,13 @@ def run(aws_endpoint, tmp_path_factory) -> Run:
         Aws().send(settings.queue_name, json.dumps({"version": 1, "job_id": "not-a-job",
                                                     "tenant_id": "stranger"}),
                    group_id="stranger")
-        worker = Worker(settings, tmp, "emf-host", env=extra)
+        # (fair share on, so its share_gap lines are among the run's)
+        worker = Worker(settings, tmp, "emf-host", env={
+            **extra, "IMPOSER_SHARE_HALF_LIFE": "600", "IMPOSER_REDRIVE_SECONDS": "0.5"})
         try:
             wait_for(lambda: worker.actions("cap_defer"), 60, "a cap deferral")
+            wait_for(lambda: any(r["metric"] == "share_gap" for r in worker.actions("metric")),
+                     60, "a share gap")
             wait_for(lambda: any(r["metric"] == "backlog" and r["backlog"] >= 1
                                  for r in worker.actions("metric")), 60, "a parked backlog")
             cap_gate.touch()

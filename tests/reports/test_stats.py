@@ -217,3 +217,33 @@ class TestRunReports:
                                out.append, now=NOW)
         assert verdict.text == "within capacity" and verdict.jobs == 8
         assert any(line.startswith("verdict       within capacity") for line in out)
+
+
+class TestFairShareStats:
+    def test_stats_show_usage_against_weighted_share(self, settings, clock):
+        """Fair share on: heavy used 90 s, light 30 s (weight 3): stats say each one's part
+        of the licence time, its weighted share and the gap, in the table and in JSON."""
+        from imposer.worker.wiring import connect
+        from tests.fixtures.jobs import request
+
+        shared = settings.evolve(share_half_life=3600.0)
+        backends = connect(shared, clock=clock)
+        backends.tenants.put(TenantConfig(tenant_id="light", weight=3.0))
+        for tenant, seconds in (("heavy", 90), ("light", 30)):
+            lease = backends.leases.acquire(request(tenant), "h", 0).lease
+            clock.advance(seconds)
+            backends.leases.release(lease, JobStatus.SUCCEEDED, finished_at=clock.time())
+        out: list[str] = []
+        data = run_stats(shared, parse_duration("1h"), False, out.append, now=clock.time())
+        rows = {r["tenant_id"]: r for r in data["fair_share"]}
+        assert rows["heavy"]["used"] == pytest.approx(0.75, abs=0.01)
+        assert (rows["heavy"]["share"], rows["light"]["share"]) == (0.5, 0.5)  # caps of 4/8
+        assert rows["heavy"]["gap"] == pytest.approx(0.25, abs=0.01)
+        heavy = next(line.split() for line in out if line.split()[:1] == ["heavy"])
+        assert heavy[-1] == f"{100 * rows['heavy']['gap']:+.1f}" and heavy[-2] == "50.0%"
+
+    def test_without_a_half_life_stats_say_nothing_of_it(self, backends, settings):
+        """IMPOSER_SHARE_HALF_LIFE=0: no fair-share section at all."""
+        out: list[str] = []
+        data = run_stats(settings, parse_duration("1h"), False, out.append, now=NOW)
+        assert "fair_share" not in data and not any("fair share" in line for line in out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -150,3 +151,31 @@ class TestCommand:
         got = subprocess.run([sys.executable, "-m", "imposer", "why", "bad id!"],
                              env=env_for(settings), capture_output=True, text=True)
         assert got.returncode == 2 and "is not an id" in got.stderr
+
+
+class TestFairShare:
+    def test_why_says_a_held_jobs_usage_share_and_effective_cap(self, settings, backends):
+        """Fair share on: a waiting job of a tenant that used 90 s against another's 10 s
+        is explained with its part of the licence time, its share and the effective cap its
+        share allows (half of 8 slots: 4), in words and in --json."""
+        from imposer.worker.wiring import connect
+
+        shared = connect(settings.evolve(share_half_life=3600.0))
+        for tenant, seconds in (("heavy", 90.0), ("light", 10.0)):
+            lease = shared.leases.acquire(request(tenant), "h", 0).lease
+            shared.leases.release(lease, JobStatus.SUCCEEDED,
+                                  finished_at=lease.acquired_at + seconds)
+        held = request("heavy")
+        shared.jobs.note_waiting(held, time.time(), "held by fair share: heavy is above its "
+                                 "weighted share of recent licence time, and light is further "
+                                 "below its own")
+        env = {**env_for(settings), "IMPOSER_SHARE_HALF_LIFE": "3600"}
+        got = subprocess.run([sys.executable, "-m", "imposer", "why", held.job_id, "--json"],
+                             env=env, capture_output=True, text=True)
+        assert got.returncode == 0, got.stderr
+        share = json.loads(got.stdout)["fair_share"]
+        assert share["used"] == pytest.approx(0.9, abs=0.01)
+        assert (share["share"], share["cap"], share["effective_cap"]) == (0.5, 4, 4)
+        text = subprocess.run([sys.executable, "-m", "imposer", "why", held.job_id], env=env,
+                              capture_output=True, text=True).stdout
+        assert "held by fair share" in text and "against a share of 50.0%" in text

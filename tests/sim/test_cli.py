@@ -89,6 +89,33 @@ class TestSynthetic:
         result = CliRunner().invoke(main, ["simulate", "--synthetic", MIXED, *args])
         assert result.exit_code in (2, 3), result.output
 
+    def test_half_lives_and_weights_are_variants(self):
+        """--half-life 0,10m with two weightings: off once, then each weighting, and the
+        tenant weighted 3 waits less than with equal weights."""
+        out = json.loads(invoke("simulate", "--synthetic", "a=120@0,b=120@0,c=40@0*4",
+                                "--median", "2", "--seed", "11", "--half-life", "0,10m",
+                                "--weights", "equal", "--weights", "a=3", "--call-ms", "10",
+                                "--receive-ms", "40", "--no-search", "--json"))
+        rows = out["variants"]
+        assert [(r["share_half_life"], r["weights"]) for r in rows] == [
+            (None, None), (600.0, {}), (600.0, {"a": 3.0})]
+        assert rows[2]["waits"]["a"]["p50"] < rows[1]["waits"]["a"]["p50"]
+
+    def test_the_table_says_each_variants_share(self):
+        """A SHARE column says off, or the half-life and weights."""
+        out = invoke("simulate", "--synthetic", "a=20@0,b=20@0", "--half-life", "0,1h",
+                     "--weights", "a=2", "--no-search")
+        assert "SHARE" in out and " off " in out and " 1h a=2 " in out
+
+    @pytest.mark.parametrize("args", [("--half-life", "soon"), ("--weights", "a=-1"),
+                                      ("--weights", "a=many"), ("--weights", "=2")])
+    def test_bad_half_lives_and_weights_are_refused(self, args):
+        """A half-life that is no duration, or a weight that is no number >= 0, is refused
+        in one line naming the option, with the usage exit code."""
+        result = CliRunner().invoke(main, ["simulate", "--synthetic", MIXED, *args])
+        assert result.exit_code == 2, result.output
+        assert args[0] in result.output and len(result.output.strip().splitlines()) == 1
+
 
 class TestFromTables:
     def test_an_export_replays(self, backends, settings, tmp_path):

@@ -296,3 +296,53 @@ class TestTheParentsTime:
             started = sorted(a.host for a in s.attempts if a.start < 1)
             assert started in hosts, cap
             assert s.counts["parked"] == parked, cap
+
+
+class TestFairShare:
+    def used(self, schedule, until: float) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for a in schedule.attempts:
+            tenant = schedule.jobs[a.job].tenant
+            out[tenant] = out.get(tenant, 0.0) + max(0.0, min(a.end, until) - a.start)
+        return out
+
+    def test_licence_time_follows_the_weights(self):
+        """Two backlogs on two slots, AWS taking its time: fair share splits the licence
+        time evenly, or 3:1 to the tenant weighted 3, where the caps alone gave the first
+        backlog most of it (40 s against 11 s)."""
+        work = jobs(*[("a", 0, 1)] * 40, *[("b", 0, 1)] * 40)
+        fleet = dict(slots=2, cap=2, call_seconds=0.01, receive_seconds=0.04)
+        capped = self.used(simulate(work, Policy(**fleet)), 30)
+        even = self.used(simulate(work, Policy(**fleet, half_life=600)), 30)
+        heavy_b = self.used(simulate(work, Policy(**fleet, half_life=600, weights={"b": 3})),
+                            30)
+        assert capped["a"] > 3 * capped["b"]
+        assert even["a"] == pytest.approx(even["b"], rel=0.1)
+        assert heavy_b["b"] >= 2.5 * heavy_b["a"]
+
+    def test_weight_zero_pauses_a_tenant(self):
+        """Under fair share weight 0 holds a tenant's jobs back as cap 0 does."""
+        s = simulate(jobs(("a", 0, 5), ("p", 0, 5), ("a", 0, 5)),
+                     Policy(slots=1, cap=4, weights={"p": 0}, half_life=60, defer_seconds=30))
+        assert s.status == ("succeeded", "paused", "succeeded")
+        assert starts(s) == [0, None, 5]
+
+    def test_a_tenant_alone_gets_everything_its_cap_allows(self):
+        """Fair share takes nothing from a lone tenant: it holds its cap throughout."""
+        s = simulate(jobs(*[("a", 0, 1)] * 10), Policy(slots=8, cap=3, half_life=60).perfect())
+        assert starts(s) == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]
+
+    def test_without_a_half_life_weights_change_nothing(self):
+        """Half-life 0 is the count caps alone: the same schedule, whatever the weights."""
+        work = jobs(*[("a", 0, 1 + n % 3) for n in range(12)], *[("b", 1, 2)] * 6)
+        base = simulate(work, Policy(slots=4, cap=2, call_seconds=0.01))
+        weighted = simulate(work, Policy(slots=4, cap=2, call_seconds=0.01,
+                                         weights={"a": 5, "b": 0}))
+        assert weighted.attempts == base.attempts
+
+    def test_bad_weights_and_half_lives_are_refused(self):
+        """A negative weight or half-life is a mistake, said in words."""
+        with pytest.raises(ConfigError, match="weights"):
+            Policy(weights={"a": -1})
+        with pytest.raises(ConfigError):
+            Policy(half_life=-5)

@@ -99,3 +99,19 @@ class TestRecords:
         path.write_text('{"job_id": "j"}\n')
         with pytest.raises(ConfigError, match="export.jsonl:1"):
             from_jsonl(path)
+
+
+class TestScaledParts:
+    def test_a_scale_multiplies_a_parts_run_times(self):
+        """``*4`` makes a part's jobs four times as long (rounded to 10 ms), drawing the
+        same random runs."""
+        plain = synthetic("a=5@0,c=5@0", median=2, seed=3)
+        scaled = synthetic("a=5@0,c=5@0*4", median=2, seed=3)
+        assert [j.run for j in scaled[:5]] == [j.run for j in plain[:5]]
+        assert [j.run for j in scaled[5:]] == pytest.approx([4 * j.run for j in plain[5:]],
+                                                            abs=0.011)
+
+    def test_a_bad_scale_is_refused(self):
+        """``*x`` is not a number: the error names the part."""
+        with pytest.raises(ConfigError, match="a=5@0\\*x"):
+            synthetic("a=5@0*x")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from imposer.worker import policy
 
 
@@ -45,3 +47,147 @@ class TestBorrowTurns:
         assert policy.borrow_turns(True, 5, 1, {"a": 0}, ["c"]) == []
         assert policy.borrow_turns(True, 1, 1, {"a": 0}, ()) == []
         assert policy.borrow_turns(False, 5, 1, {"a": 0}, ()) == []
+
+
+def share(tenant, **kw):
+    kw.setdefault("cap", 4)
+    return policy.TenantShare(tenant=tenant, **kw)
+
+
+class TestDecay:
+    def test_usage_halves_every_half_life(self):
+        """Slurm's PriorityDecayHalfLife: 2^(-elapsed/half-life) of the usage is left."""
+        assert policy.decayed(80.0, 60.0, 60.0) == 40.0
+        assert policy.decayed(80.0, 180.0, 60.0) == 10.0
+
+    def test_a_half_life_of_zero_decays_nothing(self):
+        """0 turns fair share off: usage is what it was, however long ago."""
+        assert policy.decayed(80.0, 1e9, 0.0) == 80.0
+
+    def test_forward_decayed_charges_read_back_as_decayed_ones(self):
+        """A charge scaled up to its era's base and read at now equals the charge decayed
+        from its end to now, charges of two eras summed."""
+        half, span = 60.0, policy.ERA_HALF_LIVES * 60.0
+        terms = {}
+        for seconds, at in ((10.0, span - 30.0), (4.0, span + 90.0)):  # across an era change
+            terms = policy.fold(terms, *policy.forward_charge(seconds, at, half))
+        now = span + 150.0
+        expected = policy.decayed(10.0, now - (span - 30.0), half) + \
+            policy.decayed(4.0, now - (span + 90.0), half)
+        assert policy.usage_at(terms, now, half) == pytest.approx(expected, rel=1e-12)
+        assert sorted(terms) == [0, 1]
+
+    def test_fold_forgets_eras_older_than_the_previous_one(self):
+        """Two eras back, a charge has decayed by 2^-64 at least: its term is dropped."""
+        assert policy.fold({3: 1.0, 4: 2.0}, 5, 1.0) == {4: 2.0, 5: 1.0}
+
+    def test_the_charge_scale_stays_within_a_dynamodb_number(self):
+        """A charge at the end of an era is scaled by under 2^64 of its seconds."""
+        era, amount = policy.forward_charge(1.0, 1e9 - 1e-3, 600.0)
+        assert amount < 2.0 ** policy.ERA_HALF_LIVES
+        assert era == policy.era_of(1e9 - 1e-3, 600.0)
+
+
+class TestWeightedShares:
+    def test_equal_weights_split_equally(self):
+        """Three tenants of weight 1 and room under their caps: a third each."""
+        shares = policy.weighted_shares([share("a", cap=8), share("b", cap=8),
+                                         share("c", cap=8)], 8)
+        assert shares == pytest.approx({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3})
+
+    def test_a_cap_bounds_a_share_and_the_rest_goes_by_weight(self):
+        """Weights 3:1:1 with caps of 4 of 8 slots: the heavy weight gets its cap's half,
+        the other two share the rest equally."""
+        shares = policy.weighted_shares([share("a", weight=3), share("b"), share("c")], 8)
+        assert shares == pytest.approx({"a": 0.5, "b": 0.25, "c": 0.25})
+
+    def test_weights_divide_the_share_when_no_cap_binds(self):
+        """Weights 2:1:1 under caps that do not bind: a half, a quarter, a quarter."""
+        shares = policy.weighted_shares([share("a", weight=2, cap=8), share("b", cap=8),
+                                         share("c", cap=8)], 8)
+        assert shares == pytest.approx({"a": 0.5, "b": 0.25, "c": 0.25})
+
+    def test_weight_zero_and_cap_zero_have_no_share(self):
+        """A paused tenant (weight 0 or cap 0) gets nothing; the others share it all."""
+        shares = policy.weighted_shares([share("a", weight=0), share("b", cap=0),
+                                         share("c", cap=8)], 8)
+        assert shares == {"a": 0.0, "b": 0.0, "c": 1.0}
+
+
+class TestNextTenant:
+    def test_the_tenant_furthest_below_its_share_goes_first(self):
+        """Usage over share ranks the waiting tenants: the least used for its share first."""
+        tenants = [share("a", usage=90.0), share("b", usage=10.0), share("c", usage=50.0)]
+        assert policy.share_order(tenants, 8) == ["b", "c", "a"]
+        assert policy.next_tenant(tenants, 8) == "b"
+
+    def test_usage_is_weighed_by_share(self):
+        """Weight 3 against 1: 60 licence-seconds of a are less for its share than 30 of b."""
+        tenants = [share("a", weight=3, cap=8, usage=60.0), share("b", cap=8, usage=30.0)]
+        assert policy.next_tenant(tenants, 8) == "a"
+
+    def test_ties_go_to_the_fewest_slots_held_then_by_name(self):
+        """Nobody has used anything yet: fewest slots held for its share, then the name."""
+        tenants = [share("c"), share("a", inflight=1), share("b")]
+        assert policy.share_order(tenants, 8) == ["b", "c", "a"]
+        assert policy.share_order(list(reversed(tenants)), 8) == ["b", "c", "a"]
+
+    def test_a_tenant_above_its_share_is_held_below_its_cap_while_others_wait(self):
+        """a holds 2 of its cap of 4 but used far more: the slot goes to b."""
+        tenants = [share("a", inflight=2, usage=500.0), share("b", inflight=3, usage=20.0)]
+        assert policy.next_tenant(tenants, 8) == "b"
+
+    def test_never_above_the_cap(self):
+        """The least used tenant at its cap is passed over for the next."""
+        tenants = [share("a", inflight=4, usage=0.0), share("b", usage=900.0)]
+        assert policy.next_tenant(tenants, 8) == "b"
+
+    def test_weight_zero_pauses_a_tenant(self):
+        """Weight 0 never gets a slot, however little it used; alone, nobody gets it."""
+        assert policy.next_tenant([share("a", weight=0), share("b", usage=99.0)], 8) == "b"
+        assert policy.next_tenant([share("a", weight=0)], 8) is None
+
+    def test_a_tenant_alone_gets_everything_its_cap_allows(self):
+        """One tenant waiting takes every slot up to its cap, however much it used."""
+        alone = [share("a", usage=1e6, inflight=n) for n in range(4)]
+        assert [policy.next_tenant([t], 8) for t in alone] == ["a"] * 4
+        assert policy.next_tenant([share("a", usage=1e6, inflight=4)], 8) is None
+
+    def test_a_tenant_with_nothing_waiting_only_counts_towards_the_shares(self):
+        """A running tenant with no work waiting is never chosen but shrinks others' share."""
+        tenants = [share("a", waiting=False), share("b", usage=5.0)]
+        assert policy.next_tenant(tenants, 8) == "b"
+        assert policy.weighted_shares(tenants, 8) == {"a": 0.5, "b": 0.5}
+
+    def test_share_gaps_are_usage_fractions_minus_shares(self):
+        """a used three quarters with a half share: +0.25; b -0.25."""
+        gaps = policy.share_gaps([share("a", usage=75.0), share("b", usage=25.0)], 8)
+        assert gaps == pytest.approx({"a": 0.25, "b": -0.25})
+
+
+class TestYieldsTo:
+    def test_a_tenant_far_above_its_share_yields_to_the_one_furthest_below(self):
+        """a used 70% with a half share; b 30%: a leaves the slot to b."""
+        tenants = [share("a", usage=70.0), share("b", usage=30.0)]
+        assert policy.yields_to("a", tenants, 8) == "b"
+        assert policy.yields_to("b", tenants, 8) is None
+
+    def test_within_the_slack_the_tenant_in_hand_takes_the_slot(self):
+        """51% against 49% of equal shares is within the slack: no park, no second start."""
+        tenants = [share("a", usage=51.0), share("b", usage=49.0)]
+        assert policy.yields_to("a", tenants, 8) is None
+        assert policy.yields_to("a", tenants, 8, slack=0.0) == "b"
+
+    def test_a_tenant_that_may_not_start_yields_to_the_first(self):
+        """At its cap or weight 0, a tenant yields to whoever may, and may not start alone."""
+        assert policy.yields_to("a", [share("a", inflight=4), share("b", usage=9.0)], 8) == "b"
+        assert not policy.may_start("a", [share("a", weight=0)], 8)
+        assert not policy.may_start("a", [share("a", inflight=4)], 8)
+        assert policy.may_start("a", [share("a", inflight=3, usage=1e6)], 8)
+
+    def test_a_new_tenant_never_yields(self):
+        """No usage yet is as far below its share as a tenant can be."""
+        tenants = [share("a", usage=500.0, inflight=3), share("b", usage=400.0, inflight=3),
+                   share("new")]
+        assert policy.yields_to("new", tenants, 8) is None
+        assert policy.yields_to("a", tenants, 8) == "new"

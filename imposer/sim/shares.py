@@ -1,0 +1,107 @@
+"""Fair share of licence time in virtual time: usage, and who gets a free slot.
+
+With a half-life set (``Policy.half_life``, IMPOSER_SHARE_HALF_LIFE), every
+decision to start a tenant's job under its cap asks
+``imposer.worker.policy.next_tenant`` whether that tenant is the one
+furthest below its weighted share among the tenants with work waiting
+here (parked, or the message in hand); each release charges the attempt's
+licence-seconds to its tenant as forward-decayed terms
+(``policy.forward_charge``), as the worker's release transaction does, and
+a running job's time so far counts as used. A freed slot the settled
+tenant may not keep goes to the chosen tenant's parked work, and slots
+left free after a batch or an empty receive are filled the same way.
+Borrowing keeps its own rules. Off (half-life 0), nothing here runs.
+"""
+
+from __future__ import annotations
+
+from imposer.sim.state import Host
+from imposer.worker import policy as rules
+
+#: A tenant one of whose messages a receive brought this recently is taken to have more
+#: work waiting in the queue, until a receive comes back empty.
+DEMAND_SECONDS = 5.0
+
+
+class Shares:
+    """Usage per tenant and the share rule's view of the fleet.
+
+    Mixed into ``engine._Fleet``: its methods read and move the fleet's state
+    (the queue, the counters, the hosts) as the event loop reaches each step.
+    """
+
+    def _share_init(self) -> None:
+        p = self.policy
+        self.sharing = p.sharing
+        self.weight = {t: p.weight_of(t) for t in self.cap}
+        if self.sharing:  # weight 0 pauses a tenant under fair share
+            for tenant, weight in self.weight.items():
+                if weight <= 0:
+                    self.cap[tenant] = 0
+        #: tenant -> forward-decayed usage terms (era -> amount), charged at each release
+        self.usage_terms: dict[str, dict[int, float]] = {t: {} for t in self.cap}
+        #: tenant -> (running attempts, the sum of their start times): their time so far
+        self.running = {t: [0, 0.0] for t in self.cap}
+        self.started = [0.0] * len(self.jobs)
+        #: tenant -> when a receive last brought one of its messages (its counter's
+        #: ``seen_at``, which the acquire sets): work of it is likely still in the queue
+        self.demand: dict[str, float] = {}
+
+    def _usage(self, tenant: str, now: float) -> float:
+        """Decayed licence-seconds of the tenant at *now*, its running jobs' time included."""
+        count, starts = self.running[tenant]
+        return rules.usage_at(self.usage_terms[tenant], now, self.policy.half_life) + \
+            max(0.0, count * now - starts)
+
+    def _began(self, job: int, now: float) -> None:
+        self.started[job] = now
+        run = self.running[self.tenant[job]]
+        run[0] += 1
+        run[1] += now
+
+    def _charge(self, job: int, now: float) -> None:
+        """The release: the attempt's licence-seconds join its tenant's usage."""
+        tenant = self.tenant[job]
+        run = self.running[tenant]
+        run[0] -= 1
+        run[1] -= self.started[job]
+        if self.sharing:
+            charge = rules.forward_charge(now - self.started[job], now, self.policy.half_life)
+            self.usage_terms[tenant] = rules.fold(self.usage_terms[tenant], *charge)
+
+    def _share_view(self, now: float, asking: str | None = None) -> list[rules.TenantShare]:
+        """What the rule knows: tenants running or waiting, usage now, parked work waiting."""
+        out = []
+        for tenant in self.cap:
+            waiting = tenant == asking or self._parked(tenant) or \
+                now - self.demand.get(tenant, -DEMAND_SECONDS) < DEMAND_SECONDS
+            if not waiting and not self.running[tenant][0]:
+                continue
+            out.append(rules.TenantShare(tenant=tenant, weight=self.weight[tenant],
+                                         cap=self.cap[tenant], inflight=self.inflight[tenant],
+                                         usage=self._usage(tenant, now), waiting=waiting))
+        return out
+
+    def _share_allows(self, tenant: str, now: float) -> bool:
+        """May the tenant take a free slot under its cap now (``policy.may_start``)? Always,
+        with fair share off."""
+        if not self.sharing:
+            return True
+        return rules.may_start(tenant, self._share_view(now, tenant), self.policy.slots_total)
+
+    def _saw(self, tenant: str, now: float) -> None:
+        self.demand[tenant] = now
+
+    def _share_choice(self, now: float) -> str | None:
+        """The tenant with parked work that a free slot goes to now."""
+        return rules.next_tenant(self._share_view(now), self.policy.slots_total)
+
+    def _share_fill(self, host: Host):
+        """Free slots to the parked work of the tenants furthest below their share."""
+        if not self.sharing:
+            return
+        while host.free:
+            chosen = self._share_choice(host.clock)
+            if chosen is None or not self._parked(chosen) or \
+                    not (yield from self._hand_off(host, chosen)):
+                return  # (a chosen tenant with nothing parked: the receive brings its work)
