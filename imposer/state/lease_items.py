@@ -87,9 +87,9 @@ def charge(table: str, tenant: str, era: int, amount: float) -> dict[str, Any]:
     No condition: a charge never refuses the release it rides on, and ADD
     is the same whichever host's release comes first.
     """
-    stale = ", ".join(f"u{era - back}" for back in range(2, 2 + STALE_ERAS))
+    stale = ", ".join(f"u{era - back}" for back in range(2, 2 + STALE_ERAS) if era >= back)
     return op("Update", table, {"pk": usage_key(tenant)},
-              update=f"SET tenant_id = :t ADD u{era} :a REMOVE {stale}",
+              update=f"SET tenant_id = :t ADD u{era} :a" + (f" REMOVE {stale}" if stale else ""),
               values={":t": tenant, ":a": amount})
 
 

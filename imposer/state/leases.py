@@ -148,7 +148,8 @@ class LeaseStore:
         return attrs.evolve(lease, expires_at=expires)
 
     def release(self, lease: Lease, status: JobStatus, failures: int = 0,
-                also: Sequence[dict[str, Any]] = (), **fields: Any) -> None:
+                also: Sequence[dict[str, Any]] = (), ended_at: float | None = None,
+                **fields: Any) -> None:
         """Give the slot back and record the job's state in one transaction.
 
         *also* are further transaction items that must commit with it (the
@@ -162,7 +163,7 @@ class LeaseStore:
         it was), and a try that is refused because the lease is gone reads the
         job record, which says whether our own release is what took it.
         """
-        items = [*self._release_items(lease, status, failures, fields), *also]
+        items = [*self._release_items(lease, status, failures, fields, ended_at), *also]
         items.insert(1, lease_items.give_back(self.table, lease))
         try:
             self._transact_fenced(items, lease, "release",
@@ -176,7 +177,7 @@ class LeaseStore:
 
     def hand_over(self, lease: Lease, status: JobStatus, successor: Successor,
                   failures: int = 0, also: Sequence[dict[str, Any]] = (),
-                  **fields: Any) -> bool:
+                  ended_at: float | None = None, **fields: Any) -> bool:
         """Release *lease* and start a parked job in its slot, in one transaction.
 
         For the tenant's next own job the counter does not move (one job
@@ -194,7 +195,7 @@ class LeaseStore:
         Every try of one hand-over is the same request, with one
         ClientRequestToken.
         """
-        items = self._release_items(lease, status, failures, fields)
+        items = self._release_items(lease, status, failures, fields, ended_at)
         first, *theirs = lease_items.hand_on(self.table, lease, successor.lease, successor.cap)
         items.insert(1, first)
         items += [*also, *theirs, *lease_items.start(self.table, self.jobs_table,
@@ -218,13 +219,20 @@ class LeaseStore:
         return True
 
     def _release_items(self, lease: Lease, status: JobStatus, failures: int,
-                       fields: dict[str, Any]) -> list[dict[str, Any]]:
+                       fields: dict[str, Any], ended_at: float | None = None
+                       ) -> list[dict[str, Any]]:
         """The lease's end, then (fair share on) the charge of its licence-seconds: after
-        the items whose cancellation reasons the callers read by position."""
-        finished = fields.get("finished_at") or self.clock.time()
+        the items whose cancellation reasons the callers read by position.
+
+        *ended_at* (else the record's ``finished_at``) is when the job ended, the
+        same on every try of one release: a try must repeat its first request
+        exactly, or DynamoDB refuses the ClientRequestToken. A job given back
+        unstarted (QUEUED) used no licence time and is charged nothing.
+        """
+        finished = ended_at or fields.get("finished_at") or self.clock.time()
         items = lease_items.end(self.table, self.jobs_table, lease, status, failures, fields,
                                 finished, self.jobs.retention_days)
-        if self.share_half_life > 0:
+        if self.share_half_life > 0 and status != JobStatus.QUEUED:
             used = max(0.0, finished - lease.acquired_at)
             items.append(lease_items.charge(
                 self.table, lease.tenant_id,

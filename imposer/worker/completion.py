@@ -185,14 +185,15 @@ class Completer:
         try:
             if job.handover is not None:
                 committed = self.leases.hand_over(job.lease, job.status, job.handover.successor,
-                                                  failures=failures, also=also, **fields)
+                                                  failures=failures, also=also,
+                                                  ended_at=job.decided_at, **fields)
                 self._handovers[job.epoch] = (job.handover, committed)
                 if not committed:  # its successor was taken or is at cap: release as usual
                     job = self.table.update(job, handover=None) or \
                         attrs.evolve(job, handover=None)
             if job.handover is None:
                 self.leases.release(job.lease, job.status, failures=failures, also=also,
-                                    **fields)
+                                    ended_at=job.decided_at, **fields)
         except LeaseLost as exc:
             logger.error("job %s finished but %s; its message will return", req.key, exc,
                          extra=extra("lease_lost", req.tenant_id, req.job_id))

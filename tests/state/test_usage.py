@@ -66,6 +66,36 @@ class TestCharge:
         shared.leases.release(c, JobStatus.SUCCEEDED, finished_at=clock.time())
         assert list(shared.leases.usage()["acme"]) == [max(terms) + 2]
 
+    def test_every_try_of_a_release_is_the_same_request(self, shared, clock):
+        """A retried release (its first reply lost) repeats its first request exactly, as
+        its ClientRequestToken requires, though the clock moved: the charge is made from
+        when the job ended, not from when the release is tried."""
+        lease = shared.leases.acquire(request(), "h", 0).lease
+        clock.advance(30)
+        ended = clock.time()
+        first = shared.leases._release_items(lease, JobStatus.RETRYING, 1, {}, ended)
+        clock.advance(7)
+        assert shared.leases._release_items(lease, JobStatus.RETRYING, 1, {}, ended) == first
+        shared.leases.release(lease, JobStatus.RETRYING, failures=1, ended_at=ended)
+        assert usage_at(shared.leases.usage()["acme"], ended, HALF_LIFE) == \
+            pytest.approx(30.0)
+
+    def test_a_job_given_back_unstarted_is_charged_nothing(self, shared, clock):
+        """A lease given back before its job started (QUEUED) used no licence time."""
+        lease = shared.leases.acquire(request(), "h", 0).lease
+        clock.advance(30)
+        shared.leases.release(lease, JobStatus.QUEUED, wait_reason="not started")
+        assert shared.leases.usage() == {}
+
+    def test_a_half_life_of_years_still_releases(self, settings, clock):
+        """A half-life so long that the time is in era 0 or 1 names no negative era."""
+        store = connect(settings.evolve(share_half_life=10 * 365 * 86400.0), clock=clock)
+        lease = store.leases.acquire(request(), "h", 0).lease
+        clock.advance(30)
+        store.leases.release(lease, JobStatus.SUCCEEDED, finished_at=clock.time())
+        assert usage_at(store.leases.usage()["acme"], clock.time(),
+                        10 * 365 * 86400.0) == pytest.approx(30.0)
+
     def test_without_a_half_life_nothing_is_charged(self, backends, clock):
         """IMPOSER_SHARE_HALF_LIFE=0: the release writes what it always did, no usage item."""
         lease = backends.leases.acquire(request(), "h", 0).lease
