@@ -154,7 +154,7 @@ class Refiller:
                            extra=extra("aws_error", tenant, job.request.job_id))
             return Promise.NOT_NOW, job
         if cap <= 0 or (self.shares is not None and self.shares.yields_to(
-                tenant, self.handoff.parked_tenants()) is not None):
+                tenant, self.handoff.parked_tenants(), ending=job.epoch) is not None):
             return Promise.NOT_NOW, job  # (fair share: ``wake`` gives it to whom it says)
         if note is None:
             self.dispatch.known_free(tenant)  # as ``wake`` does: a slot of the tenant is free

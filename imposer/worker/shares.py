@@ -151,12 +151,13 @@ class SharePolicy:
             self._demand.pop(tenant, None)
 
     # -- the decisions ----------------------------------------------------------------------
-    def standing(self, asking: str | None = None,
-                parked: Iterable[str] = ()) -> list[policy.TenantShare]:
-        """The rule's view now: every tenant running or waiting, with its usage so far."""
+    def standing(self, asking: str | None = None, parked: Iterable[str] = (),
+                 ending: str | None = None) -> list[policy.TenantShare]:
+        """The rule's view now: every tenant running or waiting, with its usage so far;
+        the job of epoch *ending* counts in its tenant's usage, not among its slots."""
         view, now, mono = self.view(), self.clock.time(), self.clock.monotonic()
         mine: dict[str, list[float]] = {}
-        own = self._here()
+        own = self._here(ending)
         for job in self.running.snapshot():
             mine.setdefault(job.request.tenant_id, []).append(job.lease.acquired_at)
         waiting = set(view.waiting) | set(parked) | {
@@ -175,11 +176,17 @@ class SharePolicy:
                 usage=used, waiting=tenant in waiting))
         return out
 
-    def yields_to(self, tenant: str, parked: Iterable[str] = ()) -> str | None:
-        """The tenant *tenant* leaves a free slot to now, or None if it may take it."""
+    def yields_to(self, tenant: str, parked: Iterable[str] = (),
+                  ending: str | None = None) -> str | None:
+        """The tenant *tenant* leaves a free slot to now, or None if it may take it.
+
+        *ending*: the epoch of a job of this host about to be released, whose slot
+        is the one asked about (a promise made before its release): it holds no
+        slot of its tenant's in this decision, as after the release.
+        """
         if not self.enabled:
             return None
-        shares = self.standing(tenant, parked)
+        shares = self.standing(tenant, parked, ending)
         if policy.may_start(tenant, shares, self.view().slots):
             return None
         return policy.yields_to(tenant, shares, self.view().slots) or tenant
@@ -212,10 +219,11 @@ class SharePolicy:
     def cap_of(self, tenant: str) -> int:
         return self.view().caps.get(tenant, self.tenants.default_cap)
 
-    def _here(self) -> dict[str, int]:
-        """This host's own-slot jobs per tenant (its running table)."""
+    def _here(self, ending: str | None = None) -> dict[str, int]:
+        """This host's own-slot jobs per tenant (its running table), but the job of
+        epoch *ending* (settling: its slot is the one being given)."""
         out: dict[str, int] = {}
         for job in self.running.snapshot():
-            if not job.lease.borrowed:
+            if not job.lease.borrowed and job.epoch != ending:
                 out[job.request.tenant_id] = out.get(job.request.tenant_id, 0) + 1
         return out

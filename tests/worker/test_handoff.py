@@ -303,13 +303,13 @@ class TestHandOffAcrossHosts:
 
 
 @contextlib.contextmanager
-def one_running_one_parked(settings, tmp_path):
+def one_running_one_parked(settings, tmp_path, share_half_life: float = 0.0):
     """Cap 1 on two slots: acme's first job runs (until the gate is touched), its second
     is parked. Yields the supervisor, its backends, the gate and the two job ids."""
     gate = tmp_path / "gate-a"
     s = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE),
                         lease_ttl_seconds=600.0, park_seconds=300.0,
-                        work_dir=str(tmp_path / "work"))
+                        work_dir=str(tmp_path / "work"), share_half_life=share_half_life)
     backends = connect(s, clock=ManualClock(start=time.time()))
     backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
     supervisor = Supervisor(backends, Pool(2, s))
@@ -379,11 +379,17 @@ class TestRoomForParking:
 
 @pytest.mark.slow
 class TestHandOverWithTheRelease:
-    def test_the_release_starts_the_parked_job_in_one_transaction(self, settings, tmp_path):
+    @pytest.mark.parametrize("share_half_life", [0.0, 600.0], ids=["caps", "fair-share"])
+    def test_the_release_starts_the_parked_job_in_one_transaction(self, settings, tmp_path,
+                                                                  share_half_life):
         """Cap 1, two slots: when the running job ends, one TransactWriteItems ends it and
-        starts the parked one (no acquire of its own), and the counter never leaves 1."""
-        with one_running_one_parked(settings, tmp_path) as (supervisor, backends, gate,
-                                                            first, parked):
+        starts the parked one (no acquire of its own), and the counter never leaves 1; with
+        fair share on too (the ending job's slot is not counted as still held)."""
+        with one_running_one_parked(settings, tmp_path, share_half_life) as (
+                supervisor, backends, gate, first, parked):
+            if supervisor.shares.enabled:
+                supervisor.shares.refresh()  # the view knows acme's cap of 1 and its usage
+                assert supervisor.shares.cap_of("acme") == 1
             session.CALLS.reset()
             gate.touch()
             settle_until_started(supervisor, parked, "the parked job to start with the release")
