@@ -8,9 +8,11 @@ How a job flows, package by package::
                transaction, then messages decides delete / retry / dead-letter)
     child      inside a pool process: download (aws.s3) -> engine (open engine or
                engine.pdftoolbox) -> upload -> Outcome back over the pipe
-    webhooks   the signed completion event, delivered beside the parent loop
+    webhooks   the outbox's sender thread beside the parent loop: the signed completion
+               event, its delivery and the SSRF guard
     reports    stats, the licence rule (capacity), why a job waits
-    cli        the `imposer` command; dev holds the demo and sample artwork
+    cli        the `imposer` command; dev holds the demo, sample artwork and the
+               embedded local AWS stack (dev.localstack) of `imposer local` and the tests
 
 Under them: ``state`` (leases, jobs, tenants tables) over ``aws`` (the only
 home of boto3), ``models`` (values that cross a process, thread or table
@@ -37,7 +39,7 @@ ALLOWED_IMPORTS = {
     "state": ("core", "models", "aws"),
     "engine": ("core", "models"),
     "child": ("core", "models", "engine", "aws.s3", "aws.session"),
-    "webhooks": ("core", "models"),
+    "webhooks": ("core", "models", "state", "aws.s3", "aws.session"),
     "reports": ("core", "models", "state"),
     "worker": ("core", "models", "aws", "state", "child", "webhooks"),
     "client": ("models",),

@@ -144,8 +144,8 @@ def measure(size: int, repeat: int) -> dict[str, float]:
     from imposer.reports.why import investigate
     from imposer.settings import Settings
     from imposer.state.provision import provision
-    from imposer.worker.borrowing import BorrowPolicy
-    from imposer.worker.sweep import sweep
+    from imposer.worker.dispatch.borrowing import BorrowPolicy
+    from imposer.worker.threads.sweep import sweep
     from imposer.worker.wiring import connect
 
     tag = uuid.uuid4().hex[:8]

@@ -81,7 +81,7 @@ class TestImportDirections:
 
     @pytest.mark.parametrize("line", [
         "from imposer.aws import sqs", "import imposer.aws.dynamodb",
-        "from imposer.state.leases import LeaseStore", "from imposer.worker import pool",
+        "from imposer.state.leases import LeaseStore", "from imposer.worker.dispatch import pool",
     ])
     def test_a_pool_child_reaching_sqs_or_state_fails(self, tmp_path, line):
         """The check catches a child module that imports SQS, DynamoDB, state or the parent."""

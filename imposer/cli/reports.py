@@ -321,7 +321,7 @@ def run_stats(settings: Settings, since_seconds: float, as_json: bool,
 def fair_share_of(settings: Settings, backends, now: float) -> list[dict]:
     """Usage against weighted share per tenant: the usage items (one per tenant), the
     tenants' rows and who has queued work (the open index); nothing that grows with history."""
-    from imposer.worker.shares import usage_table
+    from imposer.worker.dispatch.shares import usage_table
 
     configs = backends.tenants.list()
     open_jobs = backends.jobs.open_jobs(("queued", "running"))

@@ -34,7 +34,7 @@ def local(port: int, strict_order: bool) -> None:
     messages in flight (a noisy tenant's deferred backlog) yields to quieter
     groups.
     """
-    from imposer.aws.localstack import LocalStack
+    from imposer.dev.localstack.stack import LocalStack
 
     logs.setup()
     try:
@@ -102,7 +102,7 @@ def init(settings: Settings, check: bool) -> None:
 def sweep(settings: Settings, once: bool, as_json: bool) -> None:
     """Reclaim expired leases of crashed workers and repair counters."""
     from imposer.worker.messages import Messages
-    from imposer.worker.sweep import sweep as run_sweep
+    from imposer.worker.threads.sweep import sweep as run_sweep
     from imposer.worker.wiring import connect
 
     backends = connect(settings)

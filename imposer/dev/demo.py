@@ -24,7 +24,7 @@ import attrs
 import click
 
 from imposer import logs
-from imposer.aws.localstack import LocalStack
+from imposer.dev.localstack.stack import LocalStack
 from imposer.aws.s3 import Storage
 from imposer.dev.liveview import LiveView
 from imposer.dev.samples import A5, CARD, DL, artwork

@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Callable, Sequence
 
-from imposer.worker.threads import Periodic
+from imposer.worker.threads.periodic import Periodic
 
 WIDTH = 100
 

@@ -1,10 +1,10 @@
 """SQS in virtual time: fair-queue delivery of visible messages, and each host's receive.
 
-Delivery is that of ``imposer.aws.localstack``, SQS fair queues: visible
+Delivery is that of ``imposer.dev.localstack.stack``, SQS fair queues: visible
 messages of the groups with the fewest messages in flight first, each group
 in send order (or strict send order with ``fair_queues=False``). The receive
 runs beside the parent, as the worker's receiver thread does
-(``imposer.worker.receiver``): one at a time, for a message per slot free
+(``imposer.worker.receive.receiver``): one at a time, for a message per slot free
 when it was asked and as many more as the last batch parked
 (``policy.receive_size``); with nothing visible it long-polls.
 """

@@ -1,6 +1,6 @@
 """The parent's dispatch of a receive's batch: start, park, defer or lend each message.
 
-As ``imposer.worker.dispatch`` does, with its rules from
+As ``imposer.worker.dispatch.dispatcher`` does, with its rules from
 ``imposer.worker.policy``: the cap (``may_take_own_slot``) behind an acquire
 (one per tenant for a burst that fits under its cap), the dispatcher's memo
 of tenants found at their cap, the borrow rule (``why_not_borrow``) after

@@ -6,7 +6,7 @@ the backoff or requeued after the deferral); for each settled job, hand its
 slot to its tenant's oldest parked job if another slot stays free, else owe
 the tenant that hand-off (``Refiller.wake``); then dispatch what the
 receive brought (start, park, defer or lend for each message, as
-``imposer.worker.dispatch`` does), pay the hand-offs owed if it brought
+``imposer.worker.dispatch.dispatcher`` does), pay the hand-offs owed if it brought
 nothing (``Refiller.wake_idle``), and ask for a message per free slot and
 as many more as the batch parked (``receive_size``). Every decision is a
 call into ``imposer.worker.policy``: the cap (``may_take_own_slot``), the
@@ -22,7 +22,7 @@ each AWS call it makes takes ``call_seconds`` (the calls of each step are
 counted as the worker makes them, see ``CALLS``; a tenant's cap is read at
 most once per ``cap_cache_seconds`` per host), so parking a backlog takes
 time, as it does for real. The receive runs beside the parent, as the
-worker's receiver thread does (``imposer.worker.receiver``): one at a time,
+worker's receiver thread does (``imposer.worker.receive.receiver``): one at a time,
 for a message per slot free when it was asked (and room for parking); it reaches SQS
 ``receive_seconds / 2`` after the ask and its answer comes back as long
 after. With nothing visible it waits up to ``poll_seconds`` (the long poll)
@@ -33,7 +33,7 @@ whose job ended in its host's last free slot waits for the poll in flight
 to end. A tenant found at its cap is taken to be at cap on that host for a
 second (the dispatcher's memo) unless one of its jobs ends there.
 
-Delivery is that of ``imposer.aws.localstack``, SQS fair queues: visible
+Delivery is that of ``imposer.dev.localstack.stack``, SQS fair queues: visible
 messages of the groups with the fewest messages in flight first, each group
 in send order (or strict send order with ``fair_queues=False``). A parked
 message is invisible for the park window and comes back by itself unless a

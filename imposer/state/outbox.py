@@ -59,7 +59,7 @@ class Event:
     last_error: str | None = None
     delivered_at: float | None = None
     #: For a succeeded job: the committed attempt's plate, its epoch and the output key;
-    #: a sender promotes it before telling the tenant (see imposer.worker.outbox).
+    #: a sender promotes it before telling the tenant (see imposer.webhooks.outbox).
     attempt: str | None = None
     epoch: str | None = None
     output: str | None = None

@@ -1,1 +1,2 @@
-"""Completion webhooks, service side: delivery and the SSRF guard (``urlguard``)."""
+"""Completion webhooks, service side: the durable outbox's sender (``outbox``), delivery and
+the SSRF guard (``urlguard``)."""

@@ -1,8 +1,20 @@
 """The long-running parent of `imposer run`: it alone talks to SQS and the lease state.
 
-``supervisor`` is the loop; ``dispatch`` turns messages into running jobs,
-``completion`` settles them, ``messages`` decides what happens to a message
-next, ``pool`` holds the slot processes, and ``heartbeat``, ``sweep``,
-``borrowing`` and ``contention`` run beside it. ``wiring`` builds the
-stores from Settings.
+A message flows through the subpackages in the order of their names below:
+
+    receive/    the long poll (``receiver``), what to ask for next (``intake``), and
+                the vetting of a message before any slot is spent on it
+    dispatch/   a vetted message becomes a running job: lease it (``dispatcher``),
+                launch it in a ``pool`` slot, or park it at its tenant's cap
+                (``handoff``), lend an idle slot (``borrowing``), hold it for a
+                tenant further below its share (``shares``)
+    settle/     a finished job's release, plate and message (``completion``), and its
+                slot's next owner (``refill``)
+    threads/    beside the loop: lease and message heartbeats, the sweep, the hourly
+                rollups (webhook delivery is ``imposer.webhooks.outbox``)
+
+At the top: ``supervisor`` is the loop, ``wiring`` builds it from Settings,
+``policy`` holds the pure decisions the simulator shares, ``messages`` owns a
+message's fate, ``running`` the table of this host's jobs, ``overrun`` the
+limit of a job's run, and ``boot`` and ``signals`` start and stop it.
 """

@@ -57,7 +57,7 @@ class Running:
     tries: int = 0
     retry_at: float = 0.0
     #: Its slot, promised to its tenant's oldest parked job: the release starts that
-    #: job in the same transaction (``imposer.worker.handoff.Handover``).
+    #: job in the same transaction (``imposer.worker.dispatch.handoff.Handover``).
     handover: Any = None
 
     @property

@@ -22,27 +22,27 @@ from imposer.logs import extra, guard
 from imposer.models import Fate, Outcome
 from imposer.models.exits import Exit
 from imposer.webhooks.delivery import WebhookSender
-from imposer.worker import sweep as sweeping
+from imposer.worker.threads import sweep as sweeping
 from imposer.worker.boot import Patience, StoppedWhileBooting, check_resources
-from imposer.worker.borrowing import BorrowPolicy
-from imposer.worker.completion import Completer, Settled
-from imposer.worker.contention import ContentionMeter
-from imposer.worker.dispatch import Dispatcher
-from imposer.worker.handoff import HandOff
-from imposer.worker.heartbeat import LeaseRenewer, MessageHolder
-from imposer.worker.intake import Intake
+from imposer.worker.dispatch.borrowing import BorrowPolicy
+from imposer.worker.settle.completion import Completer, Settled
+from imposer.worker.dispatch.contention import ContentionMeter
+from imposer.worker.dispatch.dispatcher import Dispatcher
+from imposer.worker.dispatch.handoff import HandOff
+from imposer.worker.threads.heartbeat import LeaseRenewer, MessageHolder
+from imposer.worker.receive.intake import Intake
 from imposer.worker.messages import Messages
-from imposer.worker.outbox import OutboxSender, parse_schedule
+from imposer.webhooks.outbox import OutboxSender, parse_schedule
 from imposer.worker.overrun import OverrunPolicy
-from imposer.worker.pool import Pool
-from imposer.worker.receiver import Receiver
-from imposer.worker.refill import Promise, Refiller
-from imposer.worker.rollup import RollupRecorder
-from imposer.worker.senders import SenderCheck
+from imposer.worker.dispatch.pool import Pool
+from imposer.worker.receive.receiver import Receiver
+from imposer.worker.settle.refill import Promise, Refiller
+from imposer.worker.threads.rollup import RollupRecorder
+from imposer.worker.receive.senders import SenderCheck
 from imposer.worker.running import RunningTable
-from imposer.worker.shares import SharePolicy
+from imposer.worker.dispatch.shares import SharePolicy
 from imposer.worker.signals import StopRequests
-from imposer.worker.threads import Periodic
+from imposer.worker.threads.periodic import Periodic
 from imposer.worker.wiring import Backends
 
 logger = logging.getLogger(__name__)

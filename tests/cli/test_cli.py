@@ -271,7 +271,7 @@ class TestStatusTellsTheTruth:
     def test_stats_says_how_far_behind_the_rollups_are(self, settings, backends, clock):
         """`stats` reports when the newest rollup was written and how often hosts write them."""
         from imposer.cli.reports import run_stats
-        from imposer.worker.rollup import RollupRecorder
+        from imposer.worker.threads.rollup import RollupRecorder
 
         recorder = RollupRecorder(backends.rollups, "h", 8, clock)
         recorder.job_finished("acme", "succeeded", clock.time() - 5, clock.time())

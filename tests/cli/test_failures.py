@@ -258,7 +258,7 @@ class TestEveryCommand:
         """No credentials and no endpoint while `imposer local` listens on its port: the line
         says to export what it prints."""
         from imposer.aws import session
-        from imposer.aws.localstack import LocalStack
+        from imposer.dev.localstack.stack import LocalStack
 
         try:
             stack = LocalStack(session.LOCAL_PORT).start()

@@ -43,7 +43,7 @@ import sys
 import threading
 import urllib.parse
 
-from imposer.aws.localstack import LocalStack
+from imposer.dev.localstack.stack import LocalStack
 
 
 class Decisions:

@@ -12,7 +12,7 @@ from imposer.errors import AcquireUncertain, LeaseLost, TransientBackendError
 from imposer.models import JobStatus, Received, TenantConfig
 from imposer.state.leases import Successor, Verdict
 from imposer.state.waiting import Parked
-from imposer.worker.sweep import reclaim_host, sweep
+from imposer.worker.threads.sweep import reclaim_host, sweep
 from imposer.worker.wiring import connect
 from tests.fixtures.jobs import record_of, request
 

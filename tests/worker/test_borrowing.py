@@ -8,8 +8,8 @@ import pytest
 
 from imposer.models import JobStatus, TenantConfig
 from imposer.state.leases import Verdict
-from imposer.worker.borrowing import BorrowPolicy
-from imposer.worker.sweep import sweep
+from imposer.worker.dispatch.borrowing import BorrowPolicy
+from imposer.worker.threads.sweep import sweep
 from tests.fixtures.jobs import record_of, request
 from tests.fixtures.workers import Worker, layout, submit_jobs
 

@@ -12,7 +12,7 @@ from imposer.aws import session
 from imposer.clock import ManualClock
 from imposer.errors import TransientBackendError
 from imposer.models import TenantConfig
-from imposer.worker.pool import Pool
+from imposer.worker.dispatch.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
 from tests.fixtures.workers import FAKE, layout, submit_jobs, wait_for

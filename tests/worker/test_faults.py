@@ -23,7 +23,7 @@ from imposer.clock import ManualClock
 from imposer.client.submit import submit
 from imposer.models import JobStatus, S3Uri, TenantConfig
 from imposer.state.outbox import event_id
-from imposer.worker.pool import Pool
+from imposer.worker.dispatch.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
 from tests.fixtures.faultproxy import FaultProxy

@@ -16,9 +16,9 @@ from imposer.errors import TransientBackendError
 from imposer.models import JobRequest, JobStatus, TenantConfig
 from imposer.state.leases import Verdict
 from imposer.state.waiting import Parked
-from imposer.worker.handoff import HandOff
+from imposer.worker.dispatch.handoff import HandOff
 from imposer.worker.messages import Messages
-from imposer.worker.pool import Pool
+from imposer.worker.dispatch.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
 from tests.fixtures.jobs import record_of, request
@@ -150,7 +150,7 @@ class TestParking:
 
         backends.queue.change_visibility = change_visibility
         logging.getLogger("imposer").propagate = True
-        with caplog.at_level(logging.WARNING, logger="imposer.worker.handoff"):
+        with caplog.at_level(logging.WARNING, logger="imposer.worker.dispatch.handoff"):
             assert handoff.park(req, message, also=[backends.jobs.waiting_op(
                 req, message.sent_at, "at tenant cap", deferred=True)])
         assert noted_first == [[req.job_id]]

@@ -10,11 +10,11 @@ import pytest
 from imposer.aws import session
 from imposer.errors import LeaseLost
 from imposer.models import Fate, JobStatus, Outcome, Received
-from imposer.worker.heartbeat import LeaseRenewer, MessageHolder
+from imposer.worker.threads.heartbeat import LeaseRenewer, MessageHolder
 from imposer.worker.messages import Messages
 from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.running import Running, RunningTable
-from imposer.worker.sweep import sweep
+from imposer.worker.threads.sweep import sweep
 from tests.fixtures.jobs import request
 
 
@@ -48,7 +48,7 @@ class TestLeaseRenewer:
     def test_a_renewal_that_races_the_release_is_no_loss(self, backends, renewing, caplog):
         """A renewal that finds the lease taken by the job's own release (its reply not yet
         heard) logs no error and flags nothing."""
-        caplog.set_level(logging.DEBUG, logger="imposer.worker.heartbeat")
+        caplog.set_level(logging.DEBUG, logger="imposer.worker.threads.heartbeat")
         table, renewer = renewing
         job = settled(table, JobStatus.SUCCEEDED)
         backends.leases.release(job.lease, JobStatus.SUCCEEDED, output_epoch=job.epoch,

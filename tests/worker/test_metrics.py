@@ -11,8 +11,8 @@ from imposer.client import submit
 from imposer.clock import ManualClock
 from imposer.metrics import Metrics
 from imposer.models import TenantConfig
-from imposer.worker.contention import ContentionMeter
-from imposer.worker.pool import Pool
+from imposer.worker.dispatch.contention import ContentionMeter
+from imposer.worker.dispatch.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
 from tests.fixtures.pdfs import numbered_pdf
@@ -34,7 +34,7 @@ class TestMetrics:
     def test_metric_lines_are_written_whatever_the_log_level(self, logged):
         """IMPOSER_LOG_LEVEL=WARNING quiets chatter, never the lines the dashboard reads."""
         logged("WARNING")
-        logging.getLogger("imposer.worker.dispatch").info("chatter")
+        logging.getLogger("imposer.worker.dispatch.dispatcher").info("chatter")
         Metrics().emit("slot_utilisation", 50.0, host="h1")
         assert [r["message"] for r in logged()] == ["metric slot_utilisation=50.0"]
 

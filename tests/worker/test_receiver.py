@@ -7,7 +7,7 @@ import time
 
 from imposer.clock import ManualClock
 from imposer.models import JobStatus, TenantConfig
-from imposer.worker.pool import Pool
+from imposer.worker.dispatch.pool import Pool
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import connect
 from tests.fixtures.jobs import record_of

@@ -1,7 +1,7 @@
 """Sender identity: a message is only as much a tenant's as SQS's SenderId says.
 
 Two IAM users of the local stack (which stamps SenderId as SQS does, see
-``imposer.aws.localstack``) play tenant-a and tenant-b; tenant-b's row binds
+``imposer.dev.localstack.stack``) play tenant-a and tenant-b; tenant-b's row binds
 its user. What tenant-a sends in tenant-b's name is dead-lettered once and
 recorded nowhere; tenant-b's jobs, including the ones the worker re-publishes
 under its own principal, run.
@@ -22,7 +22,7 @@ from imposer.clock import ManualClock
 from imposer.errors import ConfigError, SenderRefused
 from imposer.models import TenantConfig
 from imposer.models.senders import parse_senders, sender_matches
-from imposer.worker.senders import SenderCheck
+from imposer.worker.receive.senders import SenderCheck
 from tests.fixtures.aws import env_for
 from tests.fixtures.pdfs import numbered_pdf
 from tests.fixtures.workers import Worker, layout

@@ -8,7 +8,7 @@ import pytest
 
 from imposer.models import JobStatus, TenantConfig
 from imposer.worker.running import RunningTable
-from imposer.worker.shares import SharePolicy
+from imposer.worker.dispatch.shares import SharePolicy
 from imposer.worker.wiring import connect
 from tests.fixtures.jobs import record_of, request
 from tests.fixtures.workers import Worker, layout, submit_jobs, wait_for

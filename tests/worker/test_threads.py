@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from imposer.errors import TransientBackendError
-from imposer.worker.threads import Periodic
+from imposer.worker.threads.periodic import Periodic
 
 
 def one_pass(error: Exception) -> Periodic:
@@ -26,7 +26,7 @@ class TestPeriodic:
         """Throttling in the sweep thread is one aws_error warning, no traceback, as elsewhere."""
         with caplog.at_level(logging.INFO, logger="imposer"):
             one_pass(TransientBackendError("scan leases: ThrottlingException: slow down"))
-        (record,) = [r for r in caplog.records if r.name == "imposer.worker.threads"]
+        (record,) = [r for r in caplog.records if r.name == "imposer.worker.threads.periodic"]
         assert (record.levelno, record.action, record.exc_info) == (
             logging.WARNING, "aws_error", None)
         assert "ThrottlingException" in record.getMessage() and record.thread_name == "sweep"
@@ -35,6 +35,6 @@ class TestPeriodic:
         """Anything else is logged at ERROR with its traceback, and the thread lives on."""
         with caplog.at_level(logging.INFO, logger="imposer"):
             one_pass(KeyError("lease"))
-        (record,) = [r for r in caplog.records if r.name == "imposer.worker.threads"]
+        (record,) = [r for r in caplog.records if r.name == "imposer.worker.threads.periodic"]
         assert (record.levelno, record.action) == (logging.ERROR, "sweep_error")
         assert record.exc_info is not None

@@ -13,10 +13,10 @@ from imposer.metrics import Metrics
 from imposer.models import JobRequest, JobStatus, TenantConfig
 from imposer.models.signature import header, verify
 from imposer.worker.messages import Messages
-from imposer.worker.senders import SenderCheck
-from imposer.worker.vetting import Vetting
+from imposer.worker.receive.senders import SenderCheck
+from imposer.worker.receive.vetting import Vetting
 from tests.fixtures.jobs import record_of
-from tests.worker.test_outbox import SECRET, receiver, sender_for  # noqa: F401 (fixture)
+from tests.webhooks.test_outbox import SECRET, receiver, sender_for  # noqa: F401 (fixture)
 
 
 def dlq_count(settings) -> int:

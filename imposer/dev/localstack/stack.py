@@ -40,7 +40,7 @@ import threading
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from imposer.aws import localindex, localtxn
+from imposer.dev.localstack import index as localindex, txn as localtxn
 
 logger = logging.getLogger(__name__)
 

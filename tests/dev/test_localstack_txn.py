@@ -94,7 +94,7 @@ class TestTransactions:
         import moto.dynamodb.models as models
         from moto.dynamodb.models.table import Table
 
-        from imposer.aws import localtxn
+        from imposer.dev.localstack import txn as localtxn
 
         client, name = table
         fails = {"ConditionCheck": dict(FAILS["ConditionCheck"], TableName=name)}

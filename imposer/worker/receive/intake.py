@@ -20,11 +20,11 @@ from imposer.models import Received
 from imposer.state.jobs import JobStore
 from imposer.state.tenants import TenantStore
 from imposer.worker import policy
-from imposer.worker.dispatch import Dispatcher
+from imposer.worker.dispatch.dispatcher import Dispatcher
 from imposer.worker.messages import Messages
-from imposer.worker.pool import Pool
-from imposer.worker.receiver import Receiver
-from imposer.worker.refill import Refiller
+from imposer.worker.dispatch.pool import Pool
+from imposer.worker.receive.receiver import Receiver
+from imposer.worker.settle.refill import Refiller
 
 logger = logging.getLogger(__name__)
 

@@ -25,19 +25,19 @@ from imposer.settings import Settings
 from imposer.state.jobs import DEAD_LETTER_OWED, JobStore
 from imposer.state.leases import Acquisition, LeaseStore, Verdict
 from imposer.state.outbox import OutboxStore
-from imposer.worker import sweep as sweeping
-from imposer.worker.borrowing import BorrowPolicy
-from imposer.worker.contention import ContentionMeter
-from imposer.worker.handoff import HandOff
-from imposer.worker.launch import Launcher
+from imposer.worker.threads import sweep as sweeping
+from imposer.worker.dispatch.borrowing import BorrowPolicy
+from imposer.worker.dispatch.contention import ContentionMeter
+from imposer.worker.dispatch.handoff import HandOff
+from imposer.worker.dispatch.launch import Launcher
 from imposer.worker.messages import Messages
 from imposer.worker.overrun import OverrunPolicy
-from imposer.worker.pool import Pool
-from imposer.worker.rollup import RollupRecorder
+from imposer.worker.dispatch.pool import Pool
+from imposer.worker.threads.rollup import RollupRecorder
 from imposer.worker.running import RunningTable
-from imposer.worker.senders import SenderCheck
-from imposer.worker.shares import SharePolicy
-from imposer.worker.vetting import Vetting
+from imposer.worker.receive.senders import SenderCheck
+from imposer.worker.dispatch.shares import SharePolicy
+from imposer.worker.receive.vetting import Vetting
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from imposer.models import JobStatus, S3Uri, TenantConfig
 from imposer.models.signature import header
 from imposer.state.outbox import Event, event_id
 from imposer.webhooks.delivery import WebhookSender, build_event, encode
-from imposer.worker.outbox import OutboxSender
+from imposer.webhooks.outbox import OutboxSender
 from imposer.worker.wiring import connect
 from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.jobs import record_of, request

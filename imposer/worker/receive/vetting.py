@@ -22,7 +22,7 @@ from imposer.state.jobs import JobStore
 from imposer.state.outbox import Event, OutboxStore, event_id
 from imposer.webhooks.delivery import build_event, encode
 from imposer.worker.messages import Messages
-from imposer.worker.senders import SenderCheck
+from imposer.worker.receive.senders import SenderCheck
 
 logger = logging.getLogger(__name__)
 

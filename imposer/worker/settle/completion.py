@@ -41,9 +41,9 @@ from imposer.state.leases import LeaseStore
 from imposer.state.outbox import Event, OutboxStore, event_id
 from imposer.webhooks.delivery import build_event, encode
 from imposer.worker import policy
-from imposer.worker.handoff import Handover
+from imposer.worker.dispatch.handoff import Handover
 from imposer.worker.messages import Messages
-from imposer.worker.rollup import RollupRecorder
+from imposer.worker.threads.rollup import RollupRecorder
 from imposer.worker.running import Running, RunningTable
 
 logger = logging.getLogger(__name__)

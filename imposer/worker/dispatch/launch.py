@@ -16,10 +16,10 @@ from imposer.metrics import Metrics
 from imposer.models import JobRequest, JobStatus, Lease, Received, TaskSpec
 from imposer.settings import Settings
 from imposer.state.leases import LeaseStore
-from imposer.worker.contention import ContentionMeter
+from imposer.worker.dispatch.contention import ContentionMeter
 from imposer.worker.overrun import OverrunPolicy
-from imposer.worker.pool import Pool
-from imposer.worker.rollup import RollupRecorder
+from imposer.worker.dispatch.pool import Pool
+from imposer.worker.threads.rollup import RollupRecorder
 from imposer.worker.running import Running, RunningTable
 
 logger = logging.getLogger(__name__)

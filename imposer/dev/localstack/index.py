@@ -37,7 +37,7 @@ import inspect
 import threading
 from typing import Any
 
-from imposer.aws.localpage import SCALARS, Unordered, comparable, page
+from imposer.dev.localstack.page import SCALARS, Unordered, comparable, page
 
 _local = threading.local()
 _STATE = "_imposer_index"

@@ -165,7 +165,7 @@ def answer(client, request: dict, alone: bool = False) -> dict:
     """The Query's response without its metadata; *alone*: as moto answers without the index."""
     from moto.dynamodb.models.table import Table
 
-    from imposer.aws import localindex
+    from imposer.dev.localstack import index as localindex
 
     with pytest.MonkeyPatch.context() as patch:
         if alone:

@@ -34,13 +34,13 @@ from imposer.settings import Settings
 from imposer.state.leases import LeaseStore, Successor, Verdict
 from imposer.state.waiting import Parked
 from imposer.worker import policy
-from imposer.worker.borrowing import BorrowPolicy
-from imposer.worker.dispatch import Dispatcher
-from imposer.worker.handoff import HandOff, Handover
+from imposer.worker.dispatch.borrowing import BorrowPolicy
+from imposer.worker.dispatch.dispatcher import Dispatcher
+from imposer.worker.dispatch.handoff import HandOff, Handover
 from imposer.worker.messages import Messages
-from imposer.worker.pool import Pool
+from imposer.worker.dispatch.pool import Pool
 from imposer.worker.running import Running, RunningTable
-from imposer.worker.shares import SharePolicy
+from imposer.worker.dispatch.shares import SharePolicy
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""Dispatch: a vetted message becomes a running job, or waits (parked, deferred, held)."""

@@ -1,0 +1,1 @@
+"""Threads beside the loop: heartbeats, the sweep, the hourly rollups."""
