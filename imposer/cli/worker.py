@@ -135,8 +135,7 @@ def run(settings: Settings, max_jobs, exit_when_idle) -> None:
     grace period while their leases are renewed); a second one stops fast
     (children killed, leases released, messages returned to the queue).
     """
-    from imposer.worker.supervisor import Supervisor
-    from imposer.worker.wiring import connect
+    from imposer.worker.wiring import build
 
     if settings.engine == "pdftoolbox":
         import shutil
@@ -144,8 +143,7 @@ def run(settings: Settings, max_jobs, exit_when_idle) -> None:
         if shutil.which(settings.pdftoolbox) is None:
             fail(f"pdfToolbox not found at {settings.pdftoolbox!r} (set --pdftoolbox or "
                  "IMPOSER_PDFTOOLBOX, or use --engine open)", Exit.CONFIG)
-    code = Supervisor(connect(settings), max_jobs=max_jobs,
-                      exit_when_idle=exit_when_idle).run()
+    code = build(settings, max_jobs=max_jobs, exit_when_idle=exit_when_idle).run()
     # Stopped: a further SIGTERM (an operator's second one) while the interpreter exits
     # must not turn the exit code into "killed by a signal" (Python drops its handlers then).
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

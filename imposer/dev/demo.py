@@ -35,8 +35,7 @@ from imposer.reports.stats import percentile
 from imposer.settings import Settings
 from imposer.state.provision import provision
 from imposer.webhooks.delivery import WebhookSender
-from imposer.worker.supervisor import Supervisor
-from imposer.worker.wiring import connect
+from imposer.worker.wiring import build, connect
 
 NOISY = "noisy-print-co"
 QUIET = ("quiet-books", "quiet-cards", "quiet-flyers")
@@ -175,8 +174,8 @@ class Demo:
                                file=sys.stdout) as burst:
             for n in burst:
                 send(NOISY, token=f"reprint-{n}")
-        supervisor = Supervisor(backends, exit_when_idle=False,
-                                sender=WebhookSender(allow_http_loopback=True))
+        supervisor = build(settings, backends=backends, exit_when_idle=False,
+                           webhooks=WebhookSender(allow_http_loopback=True))
 
         def quiet() -> None:
             supervisor.booted.wait(120)

@@ -1,6 +1,6 @@
 """Hand-offs: a freed slot goes to its tenant's oldest parked job, or is owed to it.
 
-``Refiller.promise_slot`` hands the slot over with its release if another
+``Settler.promise_slot`` hands the slot over with its release if another
 slot stays free (``may_hand_off``), or, for the host's last free slot, if a
 look at the queue (``Intake.look``) finds nothing another tenant could start;
 else the tenant is owed that hand-off, and a receive that comes back empty
@@ -9,7 +9,7 @@ pays what is owed, oldest tenant first (``Refiller.wake_idle``).
 With borrowing on, a borrowed job's freed slot, and the idle slots an empty
 receive finds, go to capped tenants' parked jobs under the borrow rule
 (``Refiller.lend``, ``policy.borrow_turns``); the freed slot's job is started
-by the release's own transaction (``Refiller.promise_slot``), no call of its
+by the release's own transaction (``Settler.promise_slot``), no call of its
 own. The worker's periodic ``redrive`` is not replayed: it starts only what a
 failed AWS call left, and here none fails.
 """
@@ -40,7 +40,7 @@ class HandOffs:
 
     def _wake(self, host: Host, tenant: str, looked: bool | None = None,
               borrowed: bool = False):
-        """``Refiller.promise_slot`` and ``wake``: one parked job of the tenant takes the
+        """``Settler.promise_slot`` and ``wake``: one parked job of the tenant takes the
         freed slot, started by the release's own transaction, or is owed it.
 
         The host's last free slot is handed over only if the look made before
@@ -107,7 +107,7 @@ class HandOffs:
 
         *with_release*: a borrowed job's slot was just freed, and the first turn
         whose tenant has a parked job starts it in the release's own transaction
-        (``Refiller._promise_lent``); the turns after it acquire as usual."""
+        (``Settler._promise_lent``); the turns after it acquire as usual."""
         tried: set[str] = set()
         while host.free:
             turns = [t for t in self._turns(host, prefer) if t not in tried]

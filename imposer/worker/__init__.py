@@ -6,15 +6,18 @@ A message flows through the subpackages in the order of their names below:
                 the vetting of a message before any slot is spent on it
     dispatch/   a vetted message becomes a running job: lease it (``dispatcher``),
                 launch it in a ``pool`` slot, or park it at its tenant's cap
-                (``handoff``), lend an idle slot (``borrowing``), hold it for a
-                tenant further below its share (``shares``)
-    settle/     a finished job's release, plate and message (``completion``), and its
-                slot's next owner (``refill``)
+                (``deferral``, ``handoff``), lend an idle slot (``borrowing``), hold
+                it for a tenant further below its share (``shares``)
+    settle/     a finished job from its fate to its slot's next owner, in one order
+                (``settler``): its release, plate and message (``completion``, what
+                the release writes in ``record``); slots refilled from parked work
+                when no promise reached them (``refill``)
     threads/    beside the loop: lease and message heartbeats, the sweep, the hourly
-                rollups (webhook delivery is ``imposer.webhooks.outbox``)
+                rollups, the gauges (webhook delivery is ``imposer.webhooks.outbox``)
 
-At the top: ``supervisor`` is the loop, ``wiring`` builds it from Settings,
-``policy`` holds the pure decisions the simulator shares, ``messages`` owns a
-message's fate, ``running`` the table of this host's jobs, ``overrun`` the
-limit of a job's run, and ``boot`` and ``signals`` start and stop it.
+At the top: ``supervisor`` is the loop, ``wiring`` builds it and every part it
+runs (and the stores) from Settings, ``policy`` holds the pure decisions the
+simulator shares, ``messages`` owns a message's fate, ``running`` the table of
+this host's jobs, ``overrun`` the limit of a job's run, and ``boot`` and
+``signals`` start and stop it.
 """

@@ -16,112 +16,64 @@ import logging
 import threading
 
 from imposer.aws import session
-from imposer.aws.s3 import Storage
+from imposer.aws.sqs import JobQueue
+from imposer.clock import Clock
 from imposer.errors import BackendError
 from imposer.logs import extra, guard
+from imposer.metrics import Metrics
 from imposer.models import Fate, Outcome
 from imposer.models.exits import Exit
-from imposer.webhooks.delivery import WebhookSender
-from imposer.worker.threads import sweep as sweeping
+from imposer.settings import Settings
+from imposer.state.leases import LeaseStore
 from imposer.worker.boot import Patience, StoppedWhileBooting, check_resources
 from imposer.worker.dispatch.borrowing import BorrowPolicy
-from imposer.worker.settle.completion import Completer, Settled
-from imposer.worker.dispatch.contention import ContentionMeter
 from imposer.worker.dispatch.dispatcher import Dispatcher
-from imposer.worker.dispatch.handoff import HandOff
-from imposer.worker.threads.heartbeat import LeaseRenewer, MessageHolder
-from imposer.worker.receive.intake import Intake
-from imposer.worker.messages import Messages
-from imposer.webhooks.outbox import OutboxSender, parse_schedule
-from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.dispatch.pool import Pool
-from imposer.worker.receive.receiver import Receiver
-from imposer.worker.settle.refill import Promise, Refiller
-from imposer.worker.threads.rollup import RollupRecorder
-from imposer.worker.receive.senders import SenderCheck
-from imposer.worker.running import RunningTable
 from imposer.worker.dispatch.shares import SharePolicy
+from imposer.worker.messages import Messages
+from imposer.worker.overrun import OverrunPolicy
+from imposer.worker.receive.intake import Intake
+from imposer.worker.receive.receiver import Receiver
+from imposer.worker.running import RunningTable
+from imposer.worker.settle.completion import Completer
+from imposer.worker.settle.refill import Refiller
+from imposer.worker.settle.settler import Settler
 from imposer.worker.signals import StopRequests
-from imposer.worker.threads.periodic import Periodic
-from imposer.worker.wiring import Backends
+from imposer.worker.threads import sweep as sweeping
+from imposer.worker.threads.rollup import RollupRecorder
 
 logger = logging.getLogger(__name__)
 
 
 class Supervisor:
-    """Run jobs from the queue in a fixed pool, fairly, until told to stop."""
+    """Run jobs from the queue in a fixed pool, fairly, until told to stop.
 
-    def __init__(self, backends: Backends, pool: Pool | None = None, *,
-                 max_jobs: int | None = None, exit_when_idle: bool = False,
-                 sender: WebhookSender | None = None) -> None:
-        s = self.settings = backends.settings
-        self.queue, self.leases, self.metrics = backends.queue, backends.leases, backends.metrics
-        self.jobs, self.tenants, self.clock = backends.jobs, backends.tenants, backends.clock
-        self.pool = pool or Pool(s.slots, s)
-        self.running = RunningTable()
+    Built by ``imposer.worker.wiring.build``, which makes every part it runs.
+    """
+
+    def __init__(self, settings: Settings, *, clock: Clock, metrics: Metrics,
+                 queue: JobQueue, leases: LeaseStore, messages: Messages, pool: Pool,
+                 running: RunningTable, stops: StopRequests, receiver: Receiver,
+                 intake: Intake, dispatch: Dispatcher, settler: Settler, completer: Completer,
+                 refill: Refiller, borrowing: BorrowPolicy, shares: SharePolicy,
+                 overrun: OverrunPolicy, rollups: RollupRecorder,
+                 threads: list[threading.Thread], max_jobs: int | None = None,
+                 exit_when_idle: bool = False) -> None:
+        self.settings, self.clock, self.metrics = settings, clock, metrics
+        self.queue, self.leases, self.messages = queue, leases, messages
+        self.pool, self.running, self.stops = pool, running, stops
+        self.drain, self.fast = stops.drain, stops.fast
+        self.receiver, self.intake, self.dispatch = receiver, intake, dispatch
+        self.settler, self.completer, self.refill = settler, completer, refill
+        self.borrowing, self.shares = borrowing, shares
+        self.overrun, self.rollups = overrun, rollups
+        #: The side threads, each checked by ``check_health`` (the receiver too, once up).
+        self.threads = threads
         self.max_jobs = max_jobs
         self.exit_when_idle = exit_when_idle
-        self.stops = StopRequests(s.grace_seconds, self.clock)
-        self.drain, self.fast = self.stops.drain, self.stops.fast
         #: Set once the pool and the threads are up.
         self.booted = threading.Event()
         self.exit_code = Exit.OK
-        storage = Storage(s.region)
-        self.messages = Messages(backends.queue, s, self.clock)
-        self.overrun = OverrunPolicy(job_timeout=s.job_timeout_seconds,
-                                     heartbeat=s.heartbeat_seconds)
-        self.rollups = RollupRecorder(backends.rollups, s.host_id, s.slots, self.clock)
-        self.sender = OutboxSender(
-            backends.outbox, backends.tenants, backends.jobs, storage,
-            sender or WebhookSender(allow_http_loopback=s.allow_http_loopback),
-            parse_schedule(s.webhook_schedule), s.webhook_poll_seconds, self.clock,
-            metrics=self.metrics)
-        self.borrowing = BorrowPolicy(s.borrow, s.reserve_slots, self.leases, backends.jobs,
-                                      backends.tenants)
-        self.contention = ContentionMeter(s.slots, 2 * s.defer_seconds + 5, self.clock,
-                                          self.metrics, s.host_id)
-        self.receiver = Receiver(backends.queue, s.poll_seconds, s.lease_ttl_seconds, self.clock)
-        self.handoff = HandOff(s, backends.waiting, self.messages, self.clock)
-        self.shares = SharePolicy(s, leases=self.leases, jobs=backends.jobs,
-                                  tenants=backends.tenants, running=self.running,
-                                  clock=self.clock)
-        self.dispatch = Dispatcher(
-            s, leases=self.leases, jobs=backends.jobs, storage=storage, messages=self.messages,
-            handoff=self.handoff, metrics=self.metrics, rollups=self.rollups, pool=self.pool,
-            running=self.running, contention=self.contention, borrowing=self.borrowing,
-            overrun=self.overrun, senders=SenderCheck(
-                backends.tenants, trusted=s.trusted_senders, require=s.require_senders,
-                whoami=lambda: session.caller_identity(s.region)[0]["UserId"]),
-            clock=self.clock, outbox=backends.outbox, shares=self.shares)
-        self.refill = Refiller(
-            s, dispatch=self.dispatch, leases=self.leases, handoff=self.handoff,
-            messages=self.messages, metrics=self.metrics, pool=self.pool, running=self.running,
-            borrowing=self.borrowing, clock=self.clock, shares=self.shares)
-        self.intake = Intake(
-            receiver=self.receiver, dispatch=self.dispatch, refill=self.refill, pool=self.pool,
-            queue=self.queue, messages=self.messages, jobs=self.jobs, tenants=self.tenants,
-            clock=self.clock)
-        self.refill.look = self.intake.look
-        self.completer = Completer(
-            s, table=self.running, leases=self.leases, jobs=backends.jobs,
-            outbox=backends.outbox, storage=storage, messages=self.messages,
-            metrics=self.metrics, rollups=self.rollups, clock=self.clock,
-            wake_sender=self.sender.wake)
-        self.threads = [
-            Periodic("lease-renewer", s.heartbeat_seconds, LeaseRenewer(
-                self.running, self.leases, self.overrun, s.lease_ttl_seconds, self.clock,
-                self.pool.fence).beat),
-            Periodic("message-holder", s.heartbeat_seconds,
-                     MessageHolder(self.running, self.messages).beat),
-            Periodic("sweep", s.sweep_seconds, lambda: sweeping.sweep(
-                self.leases, self.metrics, s.host_id, self.messages)),
-            Periodic("utilisation", s.heartbeat_seconds, self.sample),
-            Periodic("rollups", s.rollup_seconds, self.rollups.flush),
-        ]
-        self.threads.append(Periodic("waiting-view", s.redrive_seconds, self.borrowing.refresh))
-        if self.shares.enabled:
-            self.threads.append(Periodic("share-view", s.redrive_seconds, self.refresh_shares))
-        self.threads.append(self.sender)
 
     # -- the story -----------------------------------------------------------
     def run(self) -> int:
@@ -207,35 +159,9 @@ class Supervisor:
             self.completer.finished(job, outcome)
 
     def settle_finished(self, force: bool = False) -> None:
-        """Settle every finished job that is due; then refill freed slots from deferred work.
-
-        A job whose slot was promised to its tenant's oldest parked job, or
-        (a borrowed slot) to the parked job the borrow rule lends it to
-        (``Refiller.promise_slot``), starts that job with its release, in
-        one transaction; the other settlements of the pass come before any
-        refill, so a tenant's counter is down before its next job is tried.
-        """
-        now, freed = self.clock.monotonic(), []
-        for job in self.running.settling():
-            if force or job.retry_at <= now:
-                with guard(job.request):
-                    job = self.completer.decide(job)  # its end is recorded before any start
-                    promise, job = self.refill.promise_slot(job, self.drain.is_set)
-                    settled = self.completer.settle(job)
-                    tried = self.completer.handover(job)
-                    if tried is not None:
-                        handover, committed = tried
-                        if self.refill.start_handed(handover, job.slot, committed,
-                                                      self.drain.is_set):
-                            if handover.successor.lease.borrowed:  # as after any borrowed
-                                freed.append((job.request.tenant_id, True))  # job: lend more
-                            continue  # the slot went to a parked job with the release
-                    if settled is Settled.DONE and (promise is not Promise.NOTHING_PARKED
-                                                    or self.shares.enabled):
-                        freed.append((job.request.tenant_id, job.lease.borrowed))
-        for tenant, borrowed in freed:
-            with guard(None):
-                self.refill.wake(tenant, self.pool.free(), self.drain.is_set, borrowed)
+        """Settle every finished job that is due, each slot passing to its next owner
+        (``Settler``: the order of those steps is its)."""
+        self.settler.settle_due(self.drain.is_set, force)
 
     def check_health(self) -> None:
         """Stop the worker if a background thread is gone: never run unsupervised."""
@@ -267,26 +193,6 @@ class Supervisor:
                 self.completer.finished(job, Outcome(
                     job_id=job.request.job_id, fate=Fate.RETRY, error_kind="timeout",
                     reason=f"job ran past {self.overrun.limit:.0f}s; its pool worker was killed"))
-
-    def sample(self) -> None:
-        """Emit this host's slot utilisation, parked backlog, oldest due webhook and the
-        stranded/shortage split."""
-        busy, host = self.pool.busy_count(), self.settings.host_id
-        self.metrics.emit("slot_utilisation", 100.0 * busy / self.settings.slots, host=host)
-        self.metrics.emit("backlog", self.handoff.parked_here(), host=host)
-        self.metrics.emit("webhook_oldest_pending", round(self.sender.oldest_pending, 3),
-                          host=host)
-        queued = self.queue.depth()["visible"] if busy >= self.settings.slots else 0
-        stranded, stranded_time, shortage = self.contention.sample(busy, queued)
-        self.rollups.contention(stranded, stranded_time, shortage, self.clock.time())
-
-    def refresh_shares(self) -> None:
-        """Fair share: re-read who waits and the usage (a background pass), and say each
-        active tenant's share gap (``share_gap``: its fraction of recent licence time minus
-        its weighted share)."""
-        self.shares.refresh()
-        for tenant, gap in self.shares.gaps().items():
-            self.metrics.emit("share_gap", round(100 * gap, 2), tenant_id=tenant)
 
     # -- new work ---------------------------------------------------------------
     def redrive_parked(self) -> None:

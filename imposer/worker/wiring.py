@@ -1,10 +1,18 @@
-"""Build the stores and adapters from Settings: one place that wires the parent."""
+"""The composition root of the parent: the stores from Settings (``connect``), and the
+whole worker from them (``build``).
+
+Every part is made here, once, and handed to what uses it: one clock, one
+metrics sink, one running table and one storage adapter for the whole
+parent. Nothing else in ``imposer.worker`` builds another part.
+"""
 
 from __future__ import annotations
 
 import attrs
 
+from imposer.aws import session
 from imposer.aws.dynamodb import Dynamo
+from imposer.aws.s3 import Storage
 from imposer.aws.sqs import JobQueue
 from imposer.clock import Clock, SystemClock
 from imposer.metrics import Metrics
@@ -15,6 +23,33 @@ from imposer.state.outbox import OutboxStore
 from imposer.state.rollups import RollupStore
 from imposer.state.tenants import TenantStore
 from imposer.state.waiting import WaitingStore
+from imposer.webhooks.delivery import WebhookSender
+from imposer.webhooks.outbox import OutboxSender, parse_schedule
+from imposer.worker.dispatch.borrowing import BorrowPolicy
+from imposer.worker.dispatch.contention import ContentionMeter
+from imposer.worker.dispatch.deferral import Deferral
+from imposer.worker.dispatch.dispatcher import Dispatcher
+from imposer.worker.dispatch.handoff import HandOff
+from imposer.worker.dispatch.launch import Launcher
+from imposer.worker.dispatch.pool import Pool
+from imposer.worker.dispatch.shares import SharePolicy
+from imposer.worker.messages import Messages
+from imposer.worker.overrun import OverrunPolicy
+from imposer.worker.receive.intake import Intake
+from imposer.worker.receive.receiver import Receiver
+from imposer.worker.receive.senders import SenderCheck
+from imposer.worker.receive.vetting import Vetting
+from imposer.worker.running import RunningTable
+from imposer.worker.settle.completion import Completer
+from imposer.worker.settle.refill import Refiller
+from imposer.worker.settle.settler import Settler
+from imposer.worker.signals import StopRequests
+from imposer.worker.supervisor import Supervisor
+from imposer.worker.threads import sweep as sweeping
+from imposer.worker.threads.gauges import ShareGaps, Utilisation
+from imposer.worker.threads.heartbeat import LeaseRenewer, MessageHolder
+from imposer.worker.threads.periodic import Periodic
+from imposer.worker.threads.rollup import RollupRecorder
 
 
 @attrs.frozen(kw_only=True)
@@ -57,3 +92,85 @@ def connect(settings: Settings, clock: Clock | None = None,
         metrics=metrics or Metrics(settings.metrics_namespace, clock),
         clock=clock,
     )
+
+
+def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | None = None,
+          webhooks: WebhookSender | None = None, max_jobs: int | None = None,
+          exit_when_idle: bool = False) -> Supervisor:
+    """The parent of `imposer run`, every part made and joined: ready to ``run``.
+
+    *backends* default to ``connect(settings)``, *pool* to one slot per
+    ``settings.slots``, *webhooks* to the SSRF-guarded sender.
+    """
+    s, b = settings, backends or connect(settings)
+    clock, metrics, leases = b.clock, b.metrics, b.leases
+    pool = pool or Pool(s.slots, s)
+    running, storage = RunningTable(), Storage(s.region)
+    messages = Messages(b.queue, s, clock)
+    overrun = OverrunPolicy(job_timeout=s.job_timeout_seconds, heartbeat=s.heartbeat_seconds)
+    rollups = RollupRecorder(b.rollups, s.host_id, s.slots, clock)
+    sender = OutboxSender(
+        b.outbox, b.tenants, b.jobs, storage,
+        webhooks or WebhookSender(allow_http_loopback=s.allow_http_loopback),
+        parse_schedule(s.webhook_schedule), s.webhook_poll_seconds, clock, metrics=metrics)
+    borrowing = BorrowPolicy(s.borrow, s.reserve_slots, leases, b.jobs, b.tenants)
+    contention = ContentionMeter(s.slots, 2 * s.defer_seconds + 5, clock, metrics, s.host_id)
+    receiver = Receiver(b.queue, s.poll_seconds, s.lease_ttl_seconds, clock)
+    handoff = HandOff(s, b.waiting, messages, clock)
+    shares = SharePolicy(half_life=s.share_half_life, host_id=s.host_id, slots=s.slots,
+                         leases=leases, jobs=b.jobs, tenants=b.tenants, running=running,
+                         clock=clock)
+    launcher = Launcher(s, leases=leases, pool=pool, running=running, rollups=rollups,
+                        contention=contention, overrun=overrun, metrics=metrics, clock=clock)
+    senders = SenderCheck(b.tenants, trusted=s.trusted_senders, require=s.require_senders,
+                          whoami=lambda: session.caller_identity(s.region)[0]["UserId"])
+    vet = Vetting(bucket=s.bucket, jobs=b.jobs, messages=messages, metrics=metrics,
+                  senders=senders, outbox=b.outbox)
+    deferral = Deferral(tenants=b.tenants, jobs=b.jobs, messages=messages, handoff=handoff,
+                        metrics=metrics, contention=contention, rollups=rollups, clock=clock)
+    dispatch = Dispatcher(
+        host_id=s.host_id, borrow=s.borrow, defer_seconds=s.defer_seconds, launcher=launcher,
+        vet=vet, deferral=deferral, leases=leases, jobs=b.jobs, storage=storage,
+        messages=messages, handoff=handoff, metrics=metrics, borrowing=borrowing, clock=clock,
+        shares=shares)
+    refill = Refiller(
+        host_id=s.host_id, slots=s.slots, dispatch=dispatch, launcher=launcher, leases=leases,
+        handoff=handoff, messages=messages, metrics=metrics, pool=pool, borrowing=borrowing,
+        clock=clock, shares=shares)
+    intake = Intake(receiver=receiver, dispatch=dispatch, refill=refill, pool=pool,
+                    queue=b.queue, messages=messages, jobs=b.jobs, tenants=b.tenants,
+                    clock=clock)
+    completer = Completer(
+        host_id=s.host_id, max_attempts=s.max_attempts, heartbeat=s.heartbeat_seconds,
+        table=running, leases=leases, jobs=b.jobs, outbox=b.outbox, storage=storage,
+        messages=messages, metrics=metrics, rollups=rollups, clock=clock,
+        wake_sender=sender.wake)
+    settler = Settler(
+        host_id=s.host_id, completer=completer, refill=refill, look=intake.look,
+        running=running, pool=pool, leases=leases, handoff=handoff, dispatch=dispatch,
+        launcher=launcher, borrowing=borrowing, messages=messages, metrics=metrics,
+        clock=clock, shares=shares)
+    utilisation = Utilisation(host_id=s.host_id, slots=s.slots, pool=pool, handoff=handoff,
+                              sender=sender, queue=b.queue, contention=contention,
+                              rollups=rollups, metrics=metrics, clock=clock)
+    threads = [
+        Periodic("lease-renewer", s.heartbeat_seconds, LeaseRenewer(
+            running, leases, overrun, s.lease_ttl_seconds, clock, pool.fence).beat),
+        Periodic("message-holder", s.heartbeat_seconds, MessageHolder(running, messages).beat),
+        Periodic("sweep", s.sweep_seconds, lambda: sweeping.sweep(
+            leases, metrics, s.host_id, messages)),
+        Periodic("utilisation", s.heartbeat_seconds, utilisation.sample),
+        Periodic("rollups", s.rollup_seconds, rollups.flush),
+        Periodic("waiting-view", s.redrive_seconds, borrowing.refresh),
+    ]
+    if shares.enabled:
+        threads.append(Periodic("share-view", s.redrive_seconds,
+                                ShareGaps(shares, metrics).refresh))
+    threads.append(sender)
+    return Supervisor(
+        s, clock=clock, metrics=metrics, queue=b.queue, leases=leases, messages=messages,
+        pool=pool, running=running, stops=StopRequests(s.grace_seconds, clock),
+        receiver=receiver, intake=intake, dispatch=dispatch, settler=settler,
+        completer=completer, refill=refill, borrowing=borrowing,
+        shares=shares, overrun=overrun, rollups=rollups, threads=threads,
+        max_jobs=max_jobs, exit_when_idle=exit_when_idle)

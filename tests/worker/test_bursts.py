@@ -13,8 +13,7 @@ from imposer.clock import ManualClock
 from imposer.errors import TransientBackendError
 from imposer.models import TenantConfig
 from imposer.worker.dispatch.pool import Pool
-from imposer.worker.supervisor import Supervisor
-from imposer.worker.wiring import connect
+from imposer.worker.wiring import build, connect
 from tests.fixtures.workers import FAKE, layout, submit_jobs, wait_for
 
 
@@ -27,7 +26,7 @@ def gated(settings, tmp_path):
                         lease_ttl_seconds=600.0, park_seconds=300.0,
                         work_dir=str(tmp_path / "work"))
     backends = connect(s, clock=ManualClock(start=time.time()))
-    supervisor = Supervisor(backends, Pool(8, s))
+    supervisor = build(s, backends=backends, pool=Pool(8, s))
     supervisor.pool.start()
     assert supervisor.receiver.stop(30) == []
     try:

@@ -24,8 +24,7 @@ from imposer.client.submit import submit
 from imposer.models import JobStatus, S3Uri, TenantConfig
 from imposer.state.outbox import event_id
 from imposer.worker.dispatch.pool import Pool
-from imposer.worker.supervisor import Supervisor
-from imposer.worker.wiring import connect
+from imposer.worker.wiring import build, connect
 from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.jobs import record_of
 from tests.fixtures.pdfs import numbered_pdf
@@ -57,7 +56,7 @@ def hand_driven(settings, tmp_path, endpoint=None, monkeypatch=None):
     if endpoint:
         monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     backends = connect(s, clock=clock)
-    return Supervisor(backends, pool), backends, clock
+    return build(s, backends=backends, pool=pool), backends, clock
 
 
 @pytest.fixture

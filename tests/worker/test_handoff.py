@@ -19,8 +19,7 @@ from imposer.state.waiting import Parked
 from imposer.worker.dispatch.handoff import HandOff
 from imposer.worker.messages import Messages
 from imposer.worker.dispatch.pool import Pool
-from imposer.worker.supervisor import Supervisor
-from imposer.worker.wiring import connect
+from imposer.worker.wiring import build, connect
 from tests.fixtures.jobs import record_of, request
 from tests.fixtures.workers import (
     FAKE,
@@ -312,7 +311,7 @@ def one_running_one_parked(settings, tmp_path, share_half_life: float = 0.0):
                         work_dir=str(tmp_path / "work"), share_half_life=share_half_life)
     backends = connect(s, clock=ManualClock(start=time.time()))
     backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
-    supervisor = Supervisor(backends, Pool(2, s))
+    supervisor = build(s, backends=backends, pool=Pool(2, s))
     supervisor.pool.start()
     try:
         first, parked = submit_jobs(s, tmp_path, "acme", 2, layout(fake_until=gate))
@@ -442,7 +441,7 @@ def own_borrowed_and_parked(settings, tmp_path, parked: int = 2):
                         reserve_slots=1, work_dir=str(tmp_path / "work"))
     backends = connect(s, clock=ManualClock(start=time.time()))
     backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
-    supervisor = Supervisor(backends, Pool(3, s))
+    supervisor = build(s, backends=backends, pool=Pool(3, s))
     supervisor.pool.start()
     gates = {}
     try:
@@ -595,8 +594,8 @@ class TestTheLastFreeSlot:
         """globex's job (nothing of globex ever parked) ends in the last free slot: its
         release is a plain one, with no look at the queue and no read of parked notes."""
         with last_slot_held(settings, tmp_path) as (supervisor, backends, gate, first, parked):
-            assert supervisor.handoff.parked_lately("acme")
-            assert not supervisor.handoff.parked_lately("globex")
+            assert supervisor.dispatch.handoff.parked_lately("acme")
+            assert not supervisor.dispatch.handoff.parked_lately("globex")
             session.CALLS.reset()
             (tmp_path / "gate-g").touch()
             wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),

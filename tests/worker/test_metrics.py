@@ -13,8 +13,7 @@ from imposer.metrics import Metrics
 from imposer.models import TenantConfig
 from imposer.worker.dispatch.contention import ContentionMeter
 from imposer.worker.dispatch.pool import Pool
-from imposer.worker.supervisor import Supervisor
-from imposer.worker.wiring import connect
+from imposer.worker.wiring import build, connect
 from tests.fixtures.pdfs import numbered_pdf
 from tests.fixtures.workers import FAKE, layout, wait_for
 
@@ -124,7 +123,7 @@ class TestParentEmits:
         sent = [submit("acme", pdf, layout(), bucket=settings.bucket,
                        queue=settings.queue_name).submitted_at for _ in range(2)]
         clock.advance(max(sent) + 42 - clock.time())  # however long submitting took under load
-        supervisor = Supervisor(backends, Pool(2, settings))
+        supervisor = build(settings, backends=backends, pool=Pool(2, settings))
         supervisor.pool.start()
         try:
             wait_for(lambda: (supervisor.fill_free_slots(),
@@ -133,6 +132,6 @@ class TestParentEmits:
             assert backends.metrics.count("queue_wait") == 1
             wait = backends.metrics.total("queue_wait")  # of whichever job started
             assert any(wait == pytest.approx(max(sent) + 42 - t, abs=0.002) for t in sent)
-            assert supervisor.contention.capped_waiting() == 1
+            assert supervisor.dispatch.deferral.contention.capped_waiting() == 1
         finally:
             supervisor.pool.stop(timeout=0)

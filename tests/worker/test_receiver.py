@@ -8,8 +8,7 @@ import time
 from imposer.clock import ManualClock
 from imposer.models import JobStatus, TenantConfig
 from imposer.worker.dispatch.pool import Pool
-from imposer.worker.supervisor import Supervisor
-from imposer.worker.wiring import connect
+from imposer.worker.wiring import build, connect
 from tests.fixtures.jobs import record_of
 from tests.fixtures.workers import (FAKE, Worker, layout, loop_pass, submit_jobs,
                                     wait_for)
@@ -24,7 +23,7 @@ class TestLongPollBesideTheLoop:
         s = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE), poll_seconds=20,
                             work_dir=str(tmp_path / "work"))
         backends = connect(s, clock=ManualClock(start=time.time()))
-        supervisor = Supervisor(backends, Pool(2, s))
+        supervisor = build(s, backends=backends, pool=Pool(2, s))
         supervisor.pool.start()
         try:
             job = submit_jobs(s, tmp_path, "acme", 1, layout(fake_until=gate))[0]
@@ -59,7 +58,7 @@ class TestLongPollBesideTheLoop:
         backends.queue.client.meta.events.register(
             "provide-client-params.sqs.ReceiveMessage",
             lambda params, **_: waits.append(params["WaitTimeSeconds"]))
-        supervisor = Supervisor(backends, Pool(2, s))
+        supervisor = build(s, backends=backends, pool=Pool(2, s))
         supervisor.pool.start()
 
         try:

@@ -32,8 +32,10 @@ def ran_and_waits(shared, clock, used: dict[str, float]) -> None:
 
 
 def policy_of(shared, clock) -> SharePolicy:
-    return SharePolicy(shared.settings, leases=shared.leases, jobs=shared.jobs,
-                       tenants=shared.tenants, running=RunningTable(), clock=clock)
+    s = shared.settings
+    return SharePolicy(half_life=s.share_half_life, host_id=s.host_id, slots=s.slots,
+                       leases=shared.leases, jobs=shared.jobs, tenants=shared.tenants,
+                       running=RunningTable(), clock=clock)
 
 
 class TestShareView:
@@ -70,7 +72,9 @@ class TestShareView:
 
     def test_off_it_decides_nothing(self, backends, clock):
         """Half-life 0: every tenant may start, as under the count caps alone."""
-        shares = SharePolicy(backends.settings, leases=backends.leases, jobs=backends.jobs,
+        s = backends.settings
+        shares = SharePolicy(half_life=s.share_half_life, host_id=s.host_id, slots=s.slots,
+                             leases=backends.leases, jobs=backends.jobs,
                              tenants=backends.tenants, running=RunningTable(), clock=clock)
         shares.refresh()
         assert (shares.yields_to("anyone"), shares.limit("anyone"), shares.gaps()) == \

@@ -45,8 +45,8 @@ def vet(settings, backends, clock):
     messages = Messages(backends.queue, settings, clock)
     senders = SenderCheck(backends.tenants, trusted="", require=False,
                           whoami=lambda: "AROAWORKER:i-0host1")
-    return Vetting(settings, jobs=backends.jobs, messages=messages, metrics=Metrics(),
-                   senders=senders, outbox=backends.outbox)
+    return Vetting(bucket=settings.bucket, jobs=backends.jobs, messages=messages,
+                   metrics=Metrics(), senders=senders, outbox=backends.outbox)
 
 
 def received(backends, body: str):

@@ -1,8 +1,9 @@
 """Turn received messages into running jobs: parse, lease, launch, park, defer or borrow.
 
-A message at its tenant's cap is parked (``handoff``), never dropped; when a
-job of that tenant ends here, ``refill`` gives its slot at once to the
-tenant's oldest parked job, whichever host parked it.
+A message at its tenant's cap is parked (``deferral``, ``handoff``), never
+dropped; when a job of that tenant ends, on any host, its slot goes at once to
+the tenant's oldest parked job (``imposer.worker.settle``), whichever host
+parked it.
 """
 
 from __future__ import annotations
@@ -21,21 +22,14 @@ from imposer.models import (
     Received,
     S3Uri,
 )
-from imposer.settings import Settings
 from imposer.state.jobs import DEAD_LETTER_OWED, JobStore
 from imposer.state.leases import Acquisition, LeaseStore, Verdict
-from imposer.state.outbox import OutboxStore
 from imposer.worker.threads import sweep as sweeping
 from imposer.worker.dispatch.borrowing import BorrowPolicy
-from imposer.worker.dispatch.contention import ContentionMeter
+from imposer.worker.dispatch.deferral import Deferral
 from imposer.worker.dispatch.handoff import HandOff
 from imposer.worker.dispatch.launch import Launcher
 from imposer.worker.messages import Messages
-from imposer.worker.overrun import OverrunPolicy
-from imposer.worker.dispatch.pool import Pool
-from imposer.worker.threads.rollup import RollupRecorder
-from imposer.worker.running import RunningTable
-from imposer.worker.receive.senders import SenderCheck
 from imposer.worker.dispatch.shares import SharePolicy
 from imposer.worker.receive.vetting import Vetting
 
@@ -45,32 +39,29 @@ logger = logging.getLogger(__name__)
 class Dispatcher:
     """Everything between a received message and a job handed to the pool."""
 
-    def __init__(self, settings: Settings, *, leases: LeaseStore, jobs: JobStore,
-                 storage: Storage, messages: Messages, handoff: HandOff, metrics: Metrics,
-                 rollups: RollupRecorder, pool: Pool, running: RunningTable,
-                 contention: ContentionMeter, borrowing: BorrowPolicy, overrun: OverrunPolicy,
-                 senders: SenderCheck, clock: Clock, outbox: OutboxStore | None = None,
+    def __init__(self, *, host_id: str, borrow: bool, defer_seconds: float,
+                 launcher: Launcher, vet: Vetting, leases: LeaseStore, jobs: JobStore,
+                 deferral: Deferral, storage: Storage, messages: Messages, handoff: HandOff,
+                 metrics: Metrics, borrowing: BorrowPolicy, clock: Clock,
                  shares: SharePolicy | None = None) -> None:
-        self.settings = settings
+        #: This host; whether capped tenants may borrow idle slots; and the deferral
+        #: interval (a tenant found at cap is taken to be for at most this, or a second).
+        self.host_id, self.borrow, self.defer_seconds = host_id, borrow, defer_seconds
         #: Fair share of licence time (IMPOSER_SHARE_HALF_LIFE); None or disabled: caps alone.
         self.shares = shares
         self.leases, self.jobs, self.messages, self.metrics = leases, jobs, messages, metrics
-        self.storage, self.rollups, self.handoff = storage, rollups, handoff
-        self.contention, self.borrowing = contention, borrowing
+        self.storage, self.handoff, self.borrowing = storage, handoff, borrowing
+        #: Parks, holds or defers what does not start.
+        self.deferral = deferral
         self.clock = clock
-        self.launcher = Launcher(settings, leases=leases, pool=pool, running=running,
-                                 rollups=rollups, contention=contention, overrun=overrun,
-                                 metrics=metrics, clock=clock)
+        #: Starts leased jobs in the pool; parses and checks messages.
+        self.launcher, self.vet = launcher, vet
         self._paused = 0
         #: True when every message of the last batch belonged to a paused tenant (cap 0).
         self.last_batch_paused = False
-        #: Messages of the last batch parked at their tenant's cap (``policy.receive_size``).
-        self.last_batch_parks = 0
         self._candidates: list[tuple[JobRequest, Received, int]] = []
         #: tenant -> (monotonic time until which it is known to be at cap, its cap)
         self._capped: dict[str, tuple[float, int]] = {}
-        self.vet = Vetting(settings, jobs=jobs, messages=messages, metrics=metrics,
-                           senders=senders, outbox=outbox)
 
     def take_batch(self, messages: list[Received], free: list[int],
                    stopping: Callable[[], bool], received_at: float | None = None) -> None:
@@ -84,34 +75,36 @@ class Dispatcher:
         if its tenant is known to be at its cap (no slot, no transaction), and
         otherwise given back at once, visible to every host again.
         """
-        self.launcher.received_at = self.clock.monotonic() if received_at is None \
-            else received_at
-        self._paused = self.last_batch_parks = 0
-        for message in self.take_bursts(messages, free, stopping):
+        received_at = self.clock.monotonic() if received_at is None else received_at
+        self._paused = self.deferral.parks = 0
+        for message in self.take_bursts(messages, free, stopping, received_at):
             if stopping():
                 self.messages.give_back(message)
                 continue
             with self.vet.guard(message):
                 if not free:
                     self.park_or_give_back(message)
-                elif self.handle(message, free[0]):
+                elif self.handle(message, free[0], received_at):
                     free.pop(0)
-        self.lend_idle_slots(free, stopping)
+        self.lend_idle_slots(free, stopping, received_at)
         self.last_batch_paused = bool(messages) and self._paused == len(messages)
 
     def take_bursts(self, messages: list[Received], free: list[int],
-                    stopping: Callable[[], bool]) -> list[Received]:
+                    stopping: Callable[[], bool],
+                    received_at: float | None = None) -> list[Received]:
         """Start each tenant's burst among the messages the free slots will take, one
         transaction per tenant; return the messages left for one-by-one handling.
 
         A burst that cannot be taken whole (no room under the cap for all of
         it, a job of it running or final) writes nothing and is left to the
-        one-by-one path, which says why for each job.
+        one-by-one path, which says why for each job. *received_at* as for
+        ``take_batch``.
         """
         bursts: dict[str, list[tuple[JobRequest, Received]]] = {}
         keys = set()
         if self.sharing:
             return messages  # each start is the share rule's decision, one by one
+        received_at = self.clock.monotonic() if received_at is None else received_at
         for message in messages[:len(free)] if len(free) > 1 else ():
             if message.group_id is None:
                 continue  # (parsed once, below, so its warning is logged once)
@@ -128,14 +121,15 @@ class Dispatcher:
                 break
             with guard(burst[0][0]):
                 try:
-                    leases, cap = self.leases.acquire_burst(burst, self.settings.host_id, free)
+                    leases, cap = self.leases.acquire_burst(burst, self.host_id, free)
                 except BackendError as exc:
                     self.launcher.acquire_failed(burst[0][0], exc, f"taking the {len(burst)} "
                                                  "jobs of its tenant's burst one by one")
                     continue
                 for (request, message), lease in zip(burst, leases):
                     taken.add(id(message))  # launched, or its lease given back
-                    if self.launcher.launch(request, message, [lease.slot], lease):
+                    if self.launcher.launch(request, message, [lease.slot], lease,
+                                            received_at=received_at):
                         free.remove(lease.slot)
                 if leases and len(leases) == cap:  # it has just filled its cap
                     self.known_capped(burst[0][0].tenant_id, cap)
@@ -151,13 +145,13 @@ class Dispatcher:
             return
         cap = self.known_cap(request.tenant_id)
         if cap:
-            self.defer_at_cap(request, message, cap)
+            self.deferral.at_cap(request, message, cap)
         else:
             self.messages.give_back(message)
 
     def known_capped(self, tenant: str, cap: int) -> None:
         """*tenant* was found at its cap: take it to be for a second (no transaction)."""
-        self._capped[tenant] = (self.clock.monotonic() + min(1.0, self.settings.defer_seconds),
+        self._capped[tenant] = (self.clock.monotonic() + min(1.0, self.defer_seconds),
                                 cap)
 
     def known_cap(self, tenant: str) -> int | None:
@@ -173,15 +167,17 @@ class Dispatcher:
         """On stop: make the messages this host parked visible again for the others."""
         return self.handoff.give_back_mine()
 
-    def handle(self, message: Received, slot: int) -> bool:
-        """Start *message*'s job on *slot*, or defer, drop or reject it; True if started."""
+    def handle(self, message: Received, slot: int, received_at: float) -> bool:
+        """Start *message*'s job on *slot*, or defer, drop or reject it; True if started.
+
+        *received_at* (monotonic) is when the message was received."""
         try:
             request = self.vet.parse(message)
         except InvalidMessage as exc:
             self.vet.reject(message, exc)
             return False
         try:
-            return self.start(request, message, slot)
+            return self.start(request, message, slot, received_at)
         except BackendError as exc:
             self.launcher.acquire_failed(request, exc)
             try:
@@ -190,7 +186,7 @@ class Dispatcher:
                 pass  # it comes back when its visibility runs out
             return False
 
-    def start(self, request: JobRequest, message: Received, slot: int,
+    def start(self, request: JobRequest, message: Received, slot: int, received_at: float,
               stale_retry: bool = True) -> bool:
         """Acquire the lease and launch, or route the message by the verdict.
 
@@ -208,37 +204,37 @@ class Dispatcher:
                 self.shares.seen(tenant)
                 first = self.shares.yields_to(tenant, self.handoff.parked_tenants())
                 if first is not None:
-                    self.hold(request, message, first)
+                    self.deferral.hold(request, message, first)
                     return False
                 limit = self.shares.limit(tenant)
-            acq = self.leases.acquire(request, self.settings.host_id, slot, message.sent_at,
+            acq = self.leases.acquire(request, self.host_id, slot, message.sent_at,
                                       message.receipt, limit=limit)
             if acq.verdict == Verdict.AT_CAP:
                 self.known_capped(tenant, acq.cap)
         if acq.verdict == Verdict.ACQUIRED:
-            return self.launcher.launch(request, message, [slot], acq.lease)
+            return self.launcher.launch(request, message, [slot], acq.lease,
+                                        received_at=received_at)
         if acq.verdict == Verdict.AT_CAP:
             self._paused += acq.cap <= 0
-            if self.settings.borrow and acq.cap > 0:
+            if self.borrow and acq.cap > 0:
                 self._candidates.append((request, message, acq.cap))
             else:
-                self.defer_at_cap(request, message, acq.cap)
+                self.deferral.at_cap(request, message, acq.cap)
         elif acq.verdict == Verdict.RUNNING:
             self.metrics.emit("duplicate", 1, tenant_id=tenant)
             logger.info("job %s already runs elsewhere; keeping this copy back", job,
                         extra=extra("duplicate_running", tenant, job))
-            self.defer(request, message, None)
+            self.deferral.defer(request, message, None)
         elif acq.verdict == Verdict.DONE:
             self.metrics.emit("duplicate", 1, tenant_id=tenant)
             logger.info("job %s already %s; deleting the duplicate", request.key, acq.status,
                         extra=extra("duplicate_done", tenant, job))
             self.finish_duplicate(request, message, acq)
         elif acq.verdict == Verdict.STALE and stale_retry:
-            sweeping.reclaim_expired(self.leases, self.metrics, acq.holder,
-                                     self.settings.host_id)
-            return self.start(request, message, slot, stale_retry=False)
+            sweeping.reclaim_expired(self.leases, self.metrics, acq.holder, self.host_id)
+            return self.start(request, message, slot, received_at, stale_retry=False)
         else:
-            self.defer(request, message, "waiting for a stale lease to be swept")
+            self.deferral.defer(request, message, "waiting for a stale lease to be swept")
         return False
 
     def finish_duplicate(self, request: JobRequest, message: Received,
@@ -261,7 +257,8 @@ class Dispatcher:
                              extra=extra("promote_conflict", request.tenant_id, request.job_id))
         self.messages.finish(message)
 
-    def lend_idle_slots(self, free: list[int], stopping: Callable[[], bool]) -> None:
+    def lend_idle_slots(self, free: list[int], stopping: Callable[[], bool],
+                        received_at: float) -> None:
         """After every tenant below its cap had its turn, let capped ones borrow, or defer."""
         candidates, self._candidates = self._candidates, []
         for request, message, cap in candidates:
@@ -269,55 +266,25 @@ class Dispatcher:
                 why_not = self.borrowing.allows(request.tenant_id, len(free))
                 if why_not is None and not stopping():
                     try:
-                        acq = self.leases.acquire(request, self.settings.host_id, free[0],
+                        acq = self.leases.acquire(request, self.host_id, free[0],
                                                   message.sent_at, message.receipt, borrow=True)
                     except BackendError as exc:
                         self.launcher.acquire_failed(request, exc)
                         continue  # its message comes back when its visibility runs out
                     if acq.verdict == Verdict.ACQUIRED:
-                        if self.launcher.launch(request, message, free, acq.lease):
+                        if self.launcher.launch(request, message, free, acq.lease,
+                                                received_at=received_at):
                             self.metrics.emit("borrowed", 1, tenant_id=request.tenant_id)
                         continue
                     why_not = "the tenant dropped below its cap meanwhile"
-                self.defer_at_cap(request, message, cap, f"not borrowing: {why_not}")
+                self.deferral.at_cap(request, message, cap, f"not borrowing: {why_not}")
+
+    @property
+    def last_batch_parks(self) -> int:
+        """Messages of the last batch parked at their tenant's cap (``policy.receive_size``)."""
+        return self.deferral.parks
 
     @property
     def sharing(self) -> bool:
         """Fair share of licence time decides who takes a free slot."""
         return self.shares is not None and self.shares.enabled
-
-    def hold(self, request: JobRequest, message: Received, first: str) -> None:
-        """Fair share: park *message* below its tenant's cap, for *first* goes before it."""
-        tenant = request.tenant_id
-        cap = self.leases.tenants.cap_for(tenant)
-        why = (f"held by fair share: {tenant} is above its weighted share of recent licence "
-               f"time, and {first} is further below its own" if first != tenant else
-               f"held by fair share: {tenant} may take no slot now (weight 0, or at its cap "
-               "as the share view counts its slots)")
-        self.defer_at_cap(request, message, cap, reason=why)
-
-    def defer_at_cap(self, request: JobRequest, message: Received, cap: int,
-                     note: str | None = None, reason: str | None = None) -> None:
-        self.last_batch_parks += cap > 0
-        self.metrics.emit("cap_defer", 1, tenant_id=request.tenant_id)
-        self.contention.deferred(request.tenant_id, request.job_id)
-        self.rollups.deferred(request.tenant_id, self.clock.time())
-        reason = reason or f"at tenant cap: {request.tenant_id} holds all {cap} of its slots"
-        if cap <= 0:  # paused: no slot of its will free, so nothing to wait for but an operator
-            reason = f"tenant {request.tenant_id} is paused (cap 0)"
-        if note:
-            reason = f"{reason}; {note}"
-        if cap <= 0:  # the record first: whoever sees the deferral (or re-publish) finds it
-            self.jobs.note_waiting(request, message.sent_at, reason, deferred=True)
-            self.messages.defer(request, message)
-        elif not self.handoff.park(request, message, also=[
-                self.jobs.waiting_op(request, message.sent_at, reason, deferred=True)]):
-            self.jobs.note_waiting(request, message.sent_at, reason, deferred=True)
-        logger.info("parked job %s: %s", request.job_id, reason,
-                    extra=extra("cap_defer", request.tenant_id, request.job_id))
-
-    def defer(self, request: JobRequest, message: Received, reason: str | None) -> bool:
-        """Push the message back for a deferral and note why; False when re-published instead."""
-        if reason:
-            self.jobs.note_waiting(request, message.sent_at, reason)
-        return self.messages.defer(request, message)

@@ -18,7 +18,7 @@ The three fairness layers are untouched: the hand-off goes through the same
 acquire transaction, so no tenant exceeds its cap; it only fills a slot
 while another stays free for the queue, or once a look at the queue or a
 receive found nothing another tenant could start (a quiet tenant's message
-is still received and started first; see ``Refiller.promise_slot`` and
+is still received and started first; see ``Settler.promise_slot`` and
 ``Refiller.wake_idle``); and a parked message never leaves SQS, so if
 no hand-off comes (every host of the tenant's jobs died) it simply becomes
 visible when its park window ends, and is received as usual.
@@ -51,7 +51,7 @@ REMEMBERED = 1000
 @attrs.frozen(kw_only=True)
 class Handover:
     """A settling job's slot, promised to its tenant's oldest parked job; or, a borrowed
-    slot, to the parked job the borrow rule lends it to (``Refiller.promise_slot``).
+    slot, to the parked job the borrow rule lends it to (``Settler.promise_slot``).
 
     The release of the settling job and the start of *successor* are one
     transaction (``LeaseStore.hand_over``): the slot passes from one job to

@@ -36,8 +36,6 @@ class Launcher:
         self.metrics, self.clock = metrics, clock
         #: Jobs started by this host since it booted.
         self.started = 0
-        #: Monotonic time the message being dispatched was received (``dispatch_ms``).
-        self.received_at = 0.0
 
     def acquire_failed(self, request: JobRequest, exc: BackendError,
                        then: str = "it will come back") -> None:
@@ -58,9 +56,12 @@ class Launcher:
                            "expires", lease.job_id, exc,
                            extra=extra("release_error", lease.tenant_id, lease.job_id))
 
-    def launch(self, request: JobRequest, message: Received, free: list[int],
-               lease: Lease) -> bool:
+    def launch(self, request: JobRequest, message: Received, free: list[int], lease: Lease, *,
+               received_at: float) -> bool:
         """Hand a leased job to the pool in ``free[0]`` and account its queue wait.
+
+        *received_at* (monotonic) is when its message was received, or its parked
+        note taken: the parent's overhead (``dispatch_ms``) counts from then.
 
         An acquire that took longer than a third of the lease TTL (a stalled
         AWS) renews the lease first, so the sweep never reclaims a job that
@@ -79,7 +80,7 @@ class Launcher:
         slot = free.pop(0)
         wait = max(0.0, lease.acquired_at - (request.submitted_at or message.sent_at))
         self.running.add(Running(slot=slot, request=request, message=message, lease=lease,
-                                 started=self.clock.monotonic(), received=self.received_at))
+                                 started=self.clock.monotonic(), received=received_at))
         self.pool.submit(slot, TaskSpec(
             request=request, timeout=self.overrun.tool_timeout, epoch=lease.epoch,
             upload_to=request.attempt_uri(lease.epoch), workdir=str(self.pool.slot_dir(slot)),
@@ -87,7 +88,7 @@ class Launcher:
         self.rollups.job_started(request.tenant_id, wait, lease.acquired_at)
         self.contention.started(request.job_id)
         self.started += 1
-        dispatch_ms = 1000 * (self.clock.monotonic() - self.received_at)
+        dispatch_ms = 1000 * (self.clock.monotonic() - received_at)
         self.metrics.emit("queue_wait", round(wait, 3), tenant_id=request.tenant_id)
         logger.info("started job %s on slot %s after %.1fs in queue%s", request.job_id, slot,
                     wait, " (borrowed slot)" if lease.borrowed else "",

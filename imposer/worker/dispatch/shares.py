@@ -29,7 +29,6 @@ from typing import Iterable, Mapping
 import attrs
 
 from imposer.clock import Clock
-from imposer.settings import Settings
 from imposer.state.jobs import JobStore
 from imposer.state.leases import LeaseStore
 from imposer.state.tenants import TenantStore
@@ -87,14 +86,16 @@ def usage_table(usage: Mapping[str, Mapping[int, float]], weights: Mapping[str, 
 class SharePolicy:
     """Decide, by weighted share of decayed licence time, whether a tenant takes a free slot."""
 
-    def __init__(self, settings: Settings, *, leases: LeaseStore, jobs: JobStore,
-                 tenants: TenantStore, running: RunningTable, clock: Clock) -> None:
-        self.half_life = settings.share_half_life
+    def __init__(self, *, half_life: float, host_id: str, slots: int, leases: LeaseStore,
+                 jobs: JobStore, tenants: TenantStore, running: RunningTable,
+                 clock: Clock) -> None:
+        #: IMPOSER_SHARE_HALF_LIFE: 0 turns fair share off.
+        self.half_life = half_life
         self.enabled = self.half_life > 0
-        self.host, self.host_slots = settings.host_id, settings.slots
+        self.host, self.host_slots = host_id, slots
         self.leases, self.jobs, self.tenants, self.running = leases, jobs, tenants, running
         self.clock = clock
-        self._view = ShareView(slots=settings.slots)
+        self._view = ShareView(slots=slots)
         self._demand: dict[str, float] = {}
         #: tenant -> monotonic time until which it is not waited for (``nothing_to_start``)
         self._nothing: dict[str, float] = {}

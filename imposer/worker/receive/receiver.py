@@ -71,7 +71,7 @@ class Receiver(threading.Thread):
         """Receive up to *count* messages now, on the caller's thread, without waiting.
 
         The parent's look at the queue before it hands a host's last free slot
-        to a capped tenant's parked job (``Refiller.promise_slot``); only while
+        to a capped tenant's parked job (``Settler.promise_slot``); only while
         no receive of this thread is outstanding (``busy``).
         """
         asked = self.clock.time()

@@ -17,7 +17,6 @@ from imposer.errors import BackendError, InvalidMessage, SenderRefused
 from imposer.logs import extra
 from imposer.metrics import Metrics
 from imposer.models import JobRequest, JobStatus, Received
-from imposer.settings import Settings
 from imposer.state.jobs import JobStore
 from imposer.state.outbox import Event, OutboxStore, event_id
 from imposer.webhooks.delivery import build_event, encode
@@ -33,10 +32,11 @@ POISON_FAILURES = 3
 class Vetting:
     """Parse and check messages; reject the invalid and put poison aside."""
 
-    def __init__(self, settings: Settings, *, jobs: JobStore, messages: Messages,
-                 metrics: Metrics, senders: SenderCheck,
-                 outbox: OutboxStore | None = None) -> None:
-        self.settings, self.jobs, self.messages, self.metrics = settings, jobs, messages, metrics
+    def __init__(self, *, bucket: str, jobs: JobStore, messages: Messages, metrics: Metrics,
+                 senders: SenderCheck, outbox: OutboxStore | None = None) -> None:
+        #: The bucket every job's input and output must be under.
+        self.bucket = bucket
+        self.jobs, self.messages, self.metrics = jobs, messages, metrics
         self.senders, self.outbox = senders, outbox
         #: message id -> times handling it raised on this host (bounded)
         self._failures: dict[str, int] = {}
@@ -57,7 +57,7 @@ class Vetting:
         elif message.group_id != request.tenant_id:
             raise InvalidMessage(f"MessageGroupId {message.group_id!r} is not the tenant "
                                  f"{request.tenant_id!r}")
-        request.check_prefix(self.settings.bucket)
+        request.check_prefix(self.bucket)
         return request
 
     def reject(self, message: Received, exc: InvalidMessage) -> None:

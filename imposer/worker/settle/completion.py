@@ -24,8 +24,10 @@ before deleting it; the outbox sender does the same before telling the tenant.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
+from typing import Iterator
 
 import attrs
 
@@ -35,16 +37,15 @@ from imposer.errors import BackendError, LeaseLost
 from imposer.logs import extra
 from imposer.metrics import Metrics
 from imposer.models import Fate, JobStatus, Outcome, S3Uri
-from imposer.settings import Settings
-from imposer.state.jobs import DEAD_LETTER_OWED, JobStore
+from imposer.state.jobs import JobStore
 from imposer.state.leases import LeaseStore
-from imposer.state.outbox import Event, OutboxStore, event_id
-from imposer.webhooks.delivery import build_event, encode
+from imposer.state.outbox import OutboxStore, event_id
 from imposer.worker import policy
 from imposer.worker.dispatch.handoff import Handover
 from imposer.worker.messages import Messages
-from imposer.worker.threads.rollup import RollupRecorder
 from imposer.worker.running import Running, RunningTable
+from imposer.worker.settle.record import release_record
+from imposer.worker.threads.rollup import RollupRecorder
 
 logger = logging.getLogger(__name__)
 
@@ -60,19 +61,39 @@ class Settled(enum.Enum):
     LOST = "lost"
 
 
+@attrs.frozen(kw_only=True)
+class Handed:
+    """The hand-over a release tried (``LeaseStore.hand_over``), and whether it committed."""
+
+    handover: Handover
+    #: True: the successor holds the slot; False: refused, the release was a plain one.
+    committed: bool
+
+
+@attrs.frozen(kw_only=True)
+class Settlement:
+    """What one ``Completer.settle`` pass did with a finished job."""
+
+    #: Where the pass left the job.
+    state: Settled
+    #: The hand-over its release tried in this pass (each is tried by one pass only).
+    handed: Handed | None = None
+
+
 class Completer:
     """Release and settle jobs as their outcomes come back from the pool."""
 
-    def __init__(self, settings: Settings, *, table: RunningTable, leases: LeaseStore,
-                 jobs: JobStore, outbox: OutboxStore, storage: Storage, messages: Messages,
-                 metrics: Metrics, rollups: RollupRecorder, clock: Clock,
-                 wake_sender=None) -> None:
-        self.settings, self.table = settings, table
+    def __init__(self, *, host_id: str, max_attempts: int, heartbeat: float,
+                 table: RunningTable, leases: LeaseStore, jobs: JobStore, outbox: OutboxStore,
+                 storage: Storage, messages: Messages, metrics: Metrics,
+                 rollups: RollupRecorder, clock: Clock, wake_sender=None) -> None:
+        #: This host (named in a stopped job's wait reason), the attempts a job may fail,
+        #: and the margin before its lease runs out within which a release gives up.
+        self.host_id, self.max_attempts, self.heartbeat = host_id, max_attempts, heartbeat
+        self.table = table
         self.leases, self.jobs, self.outbox, self.storage = leases, jobs, outbox, storage
         self.messages, self.metrics, self.rollups, self.clock = messages, metrics, rollups, clock
         self.wake_sender = wake_sender
-        #: epoch -> the hand-over its release tried, and whether it committed
-        self._handovers: dict[str, tuple[Handover, bool]] = {}
 
     def decide(self, job: Running) -> Running:
         """Decide the job's fate now, if not yet (``settle`` tries again after an AWS error).
@@ -87,32 +108,39 @@ class Completer:
         except BackendError:
             return job
 
-    def handover(self, job: Running) -> tuple[Handover, bool] | None:
-        """The hand-over *job*'s settlement tried, and whether it committed (once)."""
-        return self._handovers.pop(job.epoch, None)
-
     def finished(self, job: Running, outcome: Outcome) -> Running | None:
         """Record the child's report on the job; its slot is free from now on."""
         return self.table.update(job, outcome=outcome, finished=self.clock.monotonic())
 
-    def settle(self, job: Running) -> Settled:
-        """Take the job through every settlement step still to do."""
+    def settle(self, job: Running) -> Settlement:
+        """Take the job through every settlement step still to do.
+
+        A slot promised on the job's entry (``Running.handover``) is handed
+        over by the release; what became of that is in the result, even when
+        a later step failed, so the successor is started (or its note let go)
+        once.
+        """
+        handed = None
         try:
             if job.status is None:
                 job = self._decide(job)
             if not job.released:
-                job = self._release(job)
+                fields, also = release_record(job, self.max_attempts, self.outbox)
+                if job.handover is not None:
+                    job, handed = self._hand_over(job, fields, also)
+                if not job.released:
+                    job = self._release(job, fields, also)
             if job.status == JobStatus.SUCCEEDED and not job.promoted:
                 job = self._promote(job)
         except LeaseLost:
             self.table.remove(job)
-            return Settled.LOST
+            return Settlement(state=Settled.LOST, handed=handed)
         except BackendError as exc:
-            return self._later(job, exc)
+            return Settlement(state=self._later(job, exc), handed=handed)
         self._message(job)
         self._done(job)
         self.table.remove(job)
-        return Settled.DONE
+        return Settlement(state=Settled.DONE, handed=handed)
 
     def hand_back(self, job: Running) -> None:
         """On stop: release an unfinished job as queued, its message visible for others."""
@@ -125,7 +153,7 @@ class Completer:
             return
         try:
             self.leases.release(job.lease, JobStatus.QUEUED, wait_reason=(
-                f"worker {self.settings.host_id} stopped before finishing; returned to the queue"))
+                f"worker {self.host_id} stopped before finishing; returned to the queue"))
         except (LeaseLost, BackendError) as exc:
             logger.error("could not release %s on stop: %s", req.key, exc,
                          extra=extra("release_error", req.tenant_id, req.job_id))
@@ -147,61 +175,48 @@ class Completer:
         elif fate == Fate.RETRY:
             record = self.jobs.get(job.request.tenant_id, job.request.job_id)
             failures = (record.failures if record else 0) + 1
-            status = JobStatus.DEAD if policy.is_dead(failures, self.settings.max_attempts) \
+            status = JobStatus.DEAD if policy.is_dead(failures, self.max_attempts) \
                 else JobStatus.RETRYING
         else:
             status = JobStatus.RETRYING
         decided = {"status": status, "failures": failures, "decided_at": self.clock.time()}
         return self.table.update(job, **decided) or attrs.evolve(job, **decided)
 
-    def _fields(self, job: Running) -> dict:
-        outcome, status, s = job.outcome, job.status, self.settings
-        fields = {"run_seconds": round((job.finished or job.started) - job.started, 3),
-                  "error": outcome.reason, "error_kind": outcome.error_kind}
-        if status == JobStatus.SUCCEEDED:
-            fields.update(error=None, error_kind=None, output_epoch=job.epoch,
-                          warnings=list(outcome.warnings) or None)
-        elif status == JobStatus.RETRYING and job.failures:
-            fields["wait_reason"] = (f"retrying after failure {job.failures} of "
-                                     f"{s.max_attempts}: {outcome.reason}")
-        elif status == JobStatus.RETRYING:  # requeued, not counted: not the job's fault
-            why = "lease ran out" if outcome.error_kind == "lease_expired" else \
-                "licence unavailable"
-            fields["wait_reason"] = f"{why}, retrying: {outcome.reason}"
-        if status.final:
-            fields["finished_at"] = job.decided_at
-        return fields
+    def _hand_over(self, job: Running, fields: dict, also: list) -> tuple[Running, Handed]:
+        """Release the job and start its promised successor in one transaction; refused
+        (its successor was taken or is at cap), the job is left to release as usual."""
+        with self._fenced(job):
+            committed = self.leases.hand_over(job.lease, job.status, job.handover.successor,
+                                              failures=1 if job.failures else 0, also=also,
+                                              ended_at=job.decided_at, **fields)
+        handed = Handed(handover=job.handover, committed=committed)
+        if not committed:
+            return self.table.update(job, handover=None) or \
+                attrs.evolve(job, handover=None), handed
+        return self._released(job), handed
 
-    def _release(self, job: Running) -> Running | None:
-        req, fields = job.request, self._fields(job)
-        also = []
-        if job.status.final and req.webhook:
-            event = self._event(job, fields)
-            also.append(self.outbox.put_op(event))
-            fields["webhook_status"], fields["webhook_event"] = "pending", event.event_id
-        if job.status == JobStatus.DEAD:  # its one DLQ message, owed until sent
-            fields["dead_letter"] = DEAD_LETTER_OWED
-        failures = 1 if job.failures else 0
+    def _release(self, job: Running, fields: dict, also: list) -> Running:
+        with self._fenced(job):
+            self.leases.release(job.lease, job.status, failures=1 if job.failures else 0,
+                                also=also, ended_at=job.decided_at, **fields)
+        return self._released(job)
+
+    def _released(self, job: Running) -> Running:
+        self.rollups.job_finished(job.request.tenant_id, job.status.value,
+                                  job.lease.acquired_at, self.clock.time())
+        return self.table.update(job, released=True) or attrs.evolve(job, released=True)
+
+    @contextlib.contextmanager
+    def _fenced(self, job: Running) -> Iterator[None]:
+        """A release refused on the lease's epoch voids this attempt (LeaseLost goes on)."""
         try:
-            if job.handover is not None:
-                committed = self.leases.hand_over(job.lease, job.status, job.handover.successor,
-                                                  failures=failures, also=also,
-                                                  ended_at=job.decided_at, **fields)
-                self._handovers[job.epoch] = (job.handover, committed)
-                if not committed:  # its successor was taken or is at cap: release as usual
-                    job = self.table.update(job, handover=None) or \
-                        attrs.evolve(job, handover=None)
-            if job.handover is None:
-                self.leases.release(job.lease, job.status, failures=failures, also=also,
-                                    ended_at=job.decided_at, **fields)
+            yield
         except LeaseLost as exc:
+            req = job.request
             logger.error("job %s finished but %s; its message will return", req.key, exc,
                          extra=extra("lease_lost", req.tenant_id, req.job_id))
             self._discard_attempt(job)
             raise
-        self.rollups.job_finished(req.tenant_id, job.status.value, job.lease.acquired_at,
-                                  self.clock.time())
-        return self.table.update(job, released=True) or attrs.evolve(job, released=True)
 
     def _promote(self, job: Running) -> Running:
         req = job.request
@@ -249,7 +264,7 @@ class Completer:
         """Try again soon, unless the lease would run out first (then the sweep takes it)."""
         job = next((j for j in self.table.snapshot() if j.epoch == job.epoch), job)
         req = job.request
-        margin = self.settings.heartbeat_seconds
+        margin = self.heartbeat
         if not job.released and self.clock.time() > job.lease.expires_at - margin:
             logger.error("could not release job %s before its lease ran out (%s); the sweep "
                          "will reclaim it and it runs again", req.key, exc,
@@ -262,26 +277,6 @@ class Completer:
                                           tries=job.tries + 1))
         self.table.update(job, tries=job.tries + 1, retry_at=self.clock.monotonic() + delay)
         return Settled.LATER
-
-    def _event(self, job: Running, fields: dict) -> Event:
-        req, lease = job.request, job.lease
-        submitted = req.submitted_at or job.message.sent_at
-        body = encode(build_event(
-            job_id=req.job_id, tenant_id=req.tenant_id, status=job.status, token=req.token,
-            output=req.output if job.status == JobStatus.SUCCEEDED else None,
-            error=fields.get("error"), error_kind=fields.get("error_kind"),
-            submitted_at=submitted, started_at=lease.acquired_at,
-            finished_at=fields.get("finished_at"),
-            queue_wait=round(max(0.0, lease.acquired_at - submitted), 3),
-            run_seconds=fields.get("run_seconds"),
-            warnings=list(job.outcome.warnings) or None))
-        promote = job.status == JobStatus.SUCCEEDED
-        return Event(event_id=event_id(req.tenant_id, req.job_id, job.epoch),
-                     tenant_id=req.tenant_id, job_id=req.job_id, url=req.webhook, body=body,
-                     due_at=job.decided_at, created_at=job.decided_at,
-                     attempt=req.attempt_uri(job.epoch) if promote else None,
-                     epoch=job.epoch if promote else None,
-                     output=req.output if promote else None)
 
     def _discard_attempt(self, job: Running) -> None:
         """A refused release means this attempt is void: its plate must never surface."""

@@ -1,85 +1,68 @@
-"""Refill a capped tenant's freed slot from its parked jobs, on any host, at once.
+"""Refill free slots from parked jobs, on any host: after a release, when owed, lent, redriven.
 
-Three ways, cheapest first: the settling job's release itself starts the
-tenant's oldest parked job (a promise, ``LeaseStore.hand_over``); failing
-that, ``wake`` hands the slot over right after the release; and when no slot
-may be handed over now, the hand-off is owed and paid by the next receive
-that finds the queue empty. Each obeys ``policy.may_hand_off``: another slot
-stays free for a tenant waiting in the queue, or a look at the queue found
-none waiting there, so quiet tenants still come first.
+The cheapest refill is not here: a settling job's release itself starts the
+tenant's oldest parked job when its slot was promised to it
+(``Settler.promise_slot``, ``LeaseStore.hand_over``). What this owns is
+every other way a parked job takes a free slot. Failing a promise, ``wake``
+hands the slot over right after the release; and when no slot may be handed
+over now, the hand-off is owed and paid by the next receive that finds the
+queue empty (``wake_idle``). Each obeys ``policy.may_hand_off``: another
+slot stays free for a tenant waiting in the queue, or a look at the queue
+found none waiting there, so quiet tenants still come first.
 
 With borrowing on, idle slots beyond the reserve go to capped tenants'
-parked jobs (``lend``): when a borrowed job ends (its release itself starting
-the parked job the borrow rule picks, in a borrowed lease: ``promise_slot``),
-when a receive finds the queue empty, and once per read of the waiting view.
-And parked jobs that no hand-off reached (a failed release, hand-over or read
-of the notes) are started by ``redrive`` once per read of that view, within
-the cap.
+parked jobs (``lend``): when a borrowed job ends, when a receive finds the
+queue empty, and once per read of the waiting view. Under fair share, free
+slots go to the parked work of the tenants furthest below their share
+(``share_fill``). And parked jobs that no hand-off reached (a failed release,
+hand-over or read of the notes) are started by ``redrive`` once per read of
+that view, within the cap.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 from typing import Callable, Iterator
-
-import attrs
 
 from imposer.clock import Clock
 from imposer.errors import BackendError, InvalidMessage
 from imposer.logs import extra, guard
 from imposer.metrics import Metrics
 from imposer.models import JobRequest
-from imposer.settings import Settings
-from imposer.state.leases import LeaseStore, Successor, Verdict
+from imposer.state.leases import LeaseStore, Verdict
 from imposer.state.waiting import Parked
 from imposer.worker import policy
 from imposer.worker.dispatch.borrowing import BorrowPolicy
 from imposer.worker.dispatch.dispatcher import Dispatcher
-from imposer.worker.dispatch.handoff import HandOff, Handover
-from imposer.worker.messages import Messages
+from imposer.worker.dispatch.handoff import HandOff
+from imposer.worker.dispatch.launch import Launcher
 from imposer.worker.dispatch.pool import Pool
-from imposer.worker.running import Running, RunningTable
 from imposer.worker.dispatch.shares import SharePolicy
+from imposer.worker.messages import Messages
 
 logger = logging.getLogger(__name__)
-
-
-class Promise(enum.Enum):
-    """What ``Refiller.promise_slot`` did with a settling job's slot."""
-
-    #: Promised to the tenant's oldest parked job: its release starts that job.
-    MADE = "made"
-    #: The tenant has nothing parked: no hand-off to try after the release either.
-    NOTHING_PARKED = "nothing parked"
-    #: No promise may be made now (the hand-off rule, a borrowed slot, stopping):
-    #: the release is a plain one and ``wake`` decides after it.
-    NOT_NOW = "not now"
 
 
 class Refiller:
     """Give a freed slot of a capped tenant to the tenant's oldest parked job."""
 
-    def __init__(self, settings: Settings, *, dispatch: Dispatcher, leases: LeaseStore,
-                 handoff: HandOff, messages: Messages, metrics: Metrics, pool: Pool,
-                 running: RunningTable, borrowing: BorrowPolicy, clock: Clock,
+    def __init__(self, *, host_id: str, slots: int, dispatch: Dispatcher, launcher: Launcher,
+                 leases: LeaseStore, handoff: HandOff, messages: Messages, metrics: Metrics,
+                 pool: Pool, borrowing: BorrowPolicy, clock: Clock,
                  shares: SharePolicy | None = None) -> None:
-        self.settings, self.dispatch, self.leases, self.handoff = (settings, dispatch, leases,
+        #: This host, and its slots (the most hand-offs owed to one tenant).
+        self.host_id, self.slots = host_id, slots
+        self.dispatch, self.launcher, self.leases, self.handoff = (dispatch, launcher, leases,
                                                                    handoff)
-        self.borrowing = borrowing
+        self.borrowing, self.messages, self.metrics, self.pool = borrowing, messages, metrics, pool
+        self.clock = clock
         #: Fair share (IMPOSER_SHARE_HALF_LIFE): a freed slot goes to the tenant furthest
         #: below its weighted share, not always to the settled job's tenant.
         self.shares = shares if shares is not None and shares.enabled else None
         #: The waiting view's generation ``redrive`` last acted on.
         self._redriven = 0
-        self.messages, self.metrics, self.pool, self.running = messages, metrics, pool, running
-        self.clock = clock
-        self.launcher = dispatch.launcher
         #: tenant -> hand-offs owed to it: its jobs settled here while no slot could be given
         self._owed: dict[str, int] = {}
-        #: Look at the queue without waiting (``Intake.look``): True if it holds nothing
-        #: another tenant could start. None: never look (a host's last slot is not promised).
-        self.look: Callable[[str], bool] | None = None
 
     def wake(self, tenant: str, free: list[int], stopping: Callable[[], bool],
              borrowed: bool = False) -> None:
@@ -111,155 +94,12 @@ class Refiller:
             if not self._hand_off(tenant, free) and self.shares is not None:
                 self.shares.nothing_to_start(tenant)
         else:
-            self._owed[tenant] = min(self.settings.slots, self._owed.get(tenant, 0) + 1)
+            self._owed[tenant] = min(self.slots, self._owed.get(tenant, 0) + 1)
 
     @property
     def owes(self) -> bool:
         """True while a hand-off is owed: the next receive should not wait for messages."""
         return bool(self._owed)
-
-    def promise_slot(self, job: Running,
-                     stopping: Callable[[], bool]) -> tuple[Promise, Running]:
-        """Before *job* settles: promise its slot to its tenant's oldest parked job.
-
-        Under the same rule as ``wake`` (another slot stays free), the release
-        then starts that job in the same transaction (``LeaseStore.hand_over``):
-        a capped tenant's slot passes to its next job for one call instead of
-        two. When the slot is the host's last free one and this host parked or
-        saw parked jobs of the tenant lately (``HandOff.parked_lately``: else
-        the slot is left to the queue with no read), the queue is looked at
-        first, without waiting (``Intake.look``): the promise is made only if
-        no other tenant has work there this host could start, so quiet tenants
-        still come first and the slot costs one receive and one transaction,
-        not a release, a receive and an acquire (the owed hand-off of
-        ``wake``). A borrowed slot is promised under the borrow rule instead
-        (``_promise_lent``). Returns what was done, and the job's entry as it
-        now is.
-        """
-        if job.handover is not None:
-            return Promise.MADE, job
-        if job.released or job.status is None or stopping():
-            return Promise.NOT_NOW, job
-        if job.lease.borrowed:
-            return self._promise_lent(job)
-        free, tenant = len(self.pool.free()), job.request.tenant_id
-        last = not policy.may_hand_off(free)  # the slot is for the queue, unless a look...
-        if last and (self.look is None or not policy.may_hand_off(free, True)
-                     or not self.handoff.parked_lately(tenant)):
-            return Promise.NOT_NOW, job
-        try:
-            cap, note, request = self._next_parked(tenant, job)
-        except BackendError as exc:  # a plain release follows; the parked job waits its turn
-            logger.warning("no hand-over with the release of %s: %s", job.request.key, exc,
-                           extra=extra("aws_error", tenant, job.request.job_id))
-            return Promise.NOT_NOW, job
-        if cap <= 0 or (self.shares is not None and self.shares.yields_to(
-                tenant, self.handoff.parked_tenants(), ending=job.epoch) is not None):
-            return Promise.NOT_NOW, job  # (fair share: ``wake`` gives it to whom it says)
-        if note is None:
-            self.dispatch.known_free(tenant)  # as ``wake`` does: a slot of the tenant is free
-            return Promise.NOTHING_PARKED, job
-        if last and not policy.may_hand_off(free, queue_empty=self.look(tenant)):
-            return Promise.NOT_NOW, job  # the queue has work for the slot: it takes it
-        return Promise.MADE, self._promise(job, note, request, cap)
-
-    def _promise_lent(self, job: Running) -> tuple[Promise, Running]:
-        """A borrowed job's slot: promise it to the parked job ``lend`` would start there.
-
-        The turn is ``lend``'s after a release (``policy.borrow_turns``: the
-        reserve kept, nobody below its cap waiting; the settling tenant first
-        among equals), and the successor's lease is a borrowed one, so the
-        release starts it in the same transaction (``LeaseStore.hand_over``,
-        refused unless its tenant is at its cap): one call, not a release and
-        a borrowing acquire. A turn whose tenant has nothing parked passes to
-        the next, as in ``lend``; NOTHING_PARKED when no turn's tenant has
-        any (a lend after the release would read the same), NOT_NOW when the
-        rule gives no turn or a read failed (``wake`` lends after the release).
-        """
-        if not self.borrowing.enabled:
-            return Promise.NOT_NOW, job
-        free, borrowers = len(self.pool.free()), self._borrowers((job.request.tenant_id,))
-        promise = Promise.NOT_NOW
-        while turns := self.borrowing.turns(free, borrowers):
-            try:
-                cap, note, request = self._next_parked(turns[0], job)
-            except BackendError as exc:
-                logger.warning("no borrowed start with the release of %s: %s",
-                               job.request.key, exc, extra=extra("aws_error", turns[0],
-                                                                 job.request.job_id))
-                return Promise.NOT_NOW, job
-            if note is not None and cap > 0:
-                return Promise.MADE, self._promise(job, note, request, cap, borrow=True)
-            borrowers.pop(turns[0])
-            promise = Promise.NOTHING_PARKED
-        return promise, job
-
-    def _next_parked(self, tenant: str, job: Running) -> tuple[int, Parked | None,
-                                                               JobRequest | None]:
-        """The tenant's cap and its oldest job still parked (not *job*), or None if none.
-
-        Reads the cap (cached) and the tenant's notes (one Query unless notes of
-        the last are left); raises BackendError. A paused tenant's notes are not read.
-        """
-        cap = self.leases.tenants.cap_for(tenant)
-        notes, _ = self.handoff.notes(tenant) if cap > 0 else ([], False)
-        for note, request in self._still_parked(notes):
-            if note.job_id != job.request.job_id:
-                return cap, note, request
-        return cap, None, None
-
-    def _promise(self, job: Running, note: Parked, request: JobRequest, cap: int,
-                 borrow: bool = False) -> Running:
-        """Record on *job*'s entry that its release starts *note*'s job in its slot."""
-        successor = Successor(
-            request=request, sent_at=note.sent_at, cap=cap,
-            lease=self.leases.new_lease(request, self.settings.host_id, job.slot, note.receipt,
-                                        borrow),
-            claim=self.handoff.waiting.claim_op(note))
-        promised = Handover(note=note, successor=successor)
-        return self.running.update(job, handover=promised) or \
-            attrs.evolve(job, handover=promised)
-
-    def start_handed(self, handover: Handover, slot: int, committed: bool,
-                     stopping: Callable[[], bool]) -> bool:
-        """After the settling job's release: launch the job its slot was handed to.
-
-        False when the hand-over was refused (the note was taken elsewhere, or
-        the tenant is over a lowered cap): the slot is then free as after any
-        release. A handed job the worker cannot launch now (it is stopping, its
-        message is gone, or, borrowed, the borrow rule no longer allows it) has
-        its lease given back.
-        """
-        note, successor = handover.note, handover.successor
-        self.handoff.taken(note)
-        if not committed:  # most likely another host took the note: the rest of that read is
-            self.handoff.forget(note.tenant_id)  # as stale, so the next hand-off reads anew
-            return False
-        request, lease, message = successor.request, successor.lease, note.message
-        self.launcher.received_at = self.clock.monotonic()
-        with guard(request):
-            free = self.pool.free()
-            why = "the worker is stopping" if stopping() else None if free else "no free slot"
-            if why is None and lease.borrowed:
-                # the borrow rule again: a release tried again after an AWS error may find
-                # the reserve taken meanwhile
-                why = self.borrowing.allows(request.tenant_id, len(free))
-            if slot in free:
-                free = [slot]
-            if why is not None:
-                self.launcher.unwind(lease, why)
-                self.messages.give_back(message)
-                return True
-            if self.messages.due(message):
-                held = self.messages.hold(message)
-                if held is None:
-                    self.launcher.unwind(lease, "its parked message is gone")
-                    return True
-                message = held
-            if self.launcher.launch(request, message, free, lease):
-                self.metrics.emit("borrowed" if lease.borrowed else "handed_off", 1,
-                                  tenant_id=request.tenant_id)
-        return True
 
     def wake_idle(self, free: list[int], stopping: Callable[[], bool]) -> None:
         """The queue had nothing for the free slots: pay the hand-offs owed, oldest first.
@@ -311,7 +151,7 @@ class Refiller:
         """
         if not self.borrowing.enabled or stopping():
             return 0
-        borrowers = self._borrowers(prefer)
+        borrowers = self.borrowers(prefer)
         started = 0
         while free and borrowers and not stopping():
             turns = self.borrowing.turns(len(free), borrowers)
@@ -324,7 +164,7 @@ class Refiller:
                 borrowers.pop(turns[0])
         return started
 
-    def _borrowers(self, prefer: tuple[str, ...] = ()) -> dict[str, int]:
+    def borrowers(self, prefer: tuple[str, ...] = ()) -> dict[str, int]:
         """``lend``'s candidates, each with the slots it borrows: *prefer*, the tenants this
         host parked lately, and those the waiting view names at their cap with work waiting."""
         borrowers = dict.fromkeys((*prefer, *self.handoff.parked_tenants()), 0)
@@ -380,7 +220,7 @@ class Refiller:
             return False
         return bool(notes) and self._take_one(notes, free, True, borrow)
 
-    def _still_parked(self, notes: list[Parked]) -> Iterator[tuple[Parked, JobRequest]]:
+    def still_parked(self, notes: list[Parked]) -> Iterator[tuple[Parked, JobRequest]]:
         """Each note still parked, with its job's request, as the caller goes through them.
 
         A note whose message is visible again is left to the queue (it will be
@@ -414,14 +254,13 @@ class Refiller:
         would spread the tenant's own jobs over the hosts, each of which
         then keeps its reserve beside them (one slot fewer in use on two hosts).
         """
-        for note, request in self._still_parked(notes):
-            message = note.message
-            self.launcher.received_at = self.clock.monotonic()
+        for note, request in self.still_parked(notes):
+            message, received_at = note.message, self.clock.monotonic()
             with guard(request):
                 try:
                     limit = None if borrow or self.shares is None else \
                         self.shares.limit(request.tenant_id)
-                    acq = self.leases.acquire(request, self.settings.host_id, free[0],
+                    acq = self.leases.acquire(request, self.host_id, free[0],
                                               message.sent_at, message.receipt, borrow=borrow,
                                               also=[self.handoff.waiting.claim_op(note)],
                                               limit=limit)
@@ -436,7 +275,8 @@ class Refiller:
                             self.launcher.unwind(acq.lease, "its parked message is gone")
                             return False
                         message = held
-                    if not self.launcher.launch(request, message, free, acq.lease):
+                    if not self.launcher.launch(request, message, free, acq.lease,
+                                                received_at=received_at):
                         return False
                     self.metrics.emit("borrowed" if acq.lease.borrowed else "handed_off", 1,
                                       tenant_id=request.tenant_id)

@@ -1,0 +1,251 @@
+"""Settle finished jobs and give each freed slot its next owner, in one fixed order.
+
+For each finished job that is due (``settle_due``, one step of the loop):
+
+1. **decide** its fate (``Completer.decide``): its end is recorded before
+   any start in its slot;
+2. **promise** its slot (``promise_slot``) to its tenant's oldest parked job,
+   or, a borrowed slot, to the parked job the borrow rule lends it to: the
+   release then starts that job in the same transaction;
+3. **settle** it (``Completer.settle``): the release (handing the slot over
+   when promised), the plate, the message;
+4. **start** the job the slot was handed to (``start_handed``), or let the
+   refused promise go;
+5. once every due job of the pass is settled, **wake** the refill
+   (``Refiller.wake``) for each slot freed with no hand-over, so a tenant's
+   counter is down before its next job is tried.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from typing import Callable
+
+import attrs
+
+from imposer.clock import Clock
+from imposer.errors import BackendError
+from imposer.logs import extra, guard
+from imposer.metrics import Metrics
+from imposer.models import JobRequest
+from imposer.state.leases import LeaseStore, Successor
+from imposer.state.waiting import Parked
+from imposer.worker import policy
+from imposer.worker.dispatch.borrowing import BorrowPolicy
+from imposer.worker.dispatch.dispatcher import Dispatcher
+from imposer.worker.dispatch.handoff import HandOff, Handover
+from imposer.worker.dispatch.launch import Launcher
+from imposer.worker.dispatch.pool import Pool
+from imposer.worker.dispatch.shares import SharePolicy
+from imposer.worker.messages import Messages
+from imposer.worker.running import Running, RunningTable
+from imposer.worker.settle.completion import Completer, Handed, Settled
+from imposer.worker.settle.refill import Refiller
+
+logger = logging.getLogger(__name__)
+
+
+class Promise(enum.Enum):
+    """What ``Settler.promise_slot`` did with a settling job's slot."""
+
+    #: Promised to the tenant's oldest parked job: its release starts that job.
+    MADE = "made"
+    #: The tenant has nothing parked: no hand-off to try after the release either.
+    NOTHING_PARKED = "nothing parked"
+    #: No promise may be made now (the hand-off rule, a borrowed slot, stopping):
+    #: the release is a plain one and ``wake`` decides after it.
+    NOT_NOW = "not now"
+
+
+class Settler:
+    """Take each finished job from its fate to its slot's next owner."""
+
+    def __init__(self, *, host_id: str, completer: Completer, refill: Refiller,
+                 look: Callable[[str], bool] | None, running: RunningTable, pool: Pool,
+                 leases: LeaseStore, handoff: HandOff, dispatch: Dispatcher,
+                 launcher: Launcher, borrowing: BorrowPolicy, messages: Messages,
+                 metrics: Metrics, clock: Clock, shares: SharePolicy | None = None) -> None:
+        self.host_id, self.completer, self.refill, self.running = (host_id, completer, refill,
+                                                                    running)
+        #: Look at the queue without waiting (``Intake.look``): True if it holds nothing
+        #: another tenant could start. None: never look (a host's last slot is not promised).
+        self.look = look
+        self.pool, self.leases, self.handoff, self.dispatch = pool, leases, handoff, dispatch
+        self.launcher, self.borrowing, self.messages = launcher, borrowing, messages
+        self.metrics, self.clock = metrics, clock
+        #: Fair share (IMPOSER_SHARE_HALF_LIFE): a freed slot goes to the tenant furthest
+        #: below its weighted share, not always to the settled job's tenant.
+        self.shares = shares if shares is not None and shares.enabled else None
+
+    def settle_due(self, stopping: Callable[[], bool], force: bool = False) -> None:
+        """Settle every finished job that is due (all of them with *force*); then refill the
+        slots freed with no hand-over from parked work."""
+        now, freed = self.clock.monotonic(), []
+        for job in self.running.settling():
+            if force or job.retry_at <= now:
+                with guard(job.request):
+                    freed += self.settle(job, stopping)
+        for tenant, borrowed in freed:
+            with guard(None):
+                self.refill.wake(tenant, self.pool.free(), stopping, borrowed)
+
+    def settle(self, job: Running, stopping: Callable[[], bool]) -> list[tuple[str, bool]]:
+        """Settle one finished job: decide, promise its slot, release, start its successor.
+
+        Returns the slots to wake the refill for once the pass is over: (tenant, borrowed)
+        of a job whose slot was freed with no start of the parked job it was promised to.
+        """
+        job = self.completer.decide(job)  # its end is recorded before any start
+        promise, job = self.promise_slot(job, stopping)
+        settlement = self.completer.settle(job)
+        if settlement.handed is not None and \
+                self.start_handed(settlement.handed, job.slot, stopping):
+            handover = settlement.handed.handover
+            # as after any borrowed job: lend more (a parked job has the slot itself)
+            return [(job.request.tenant_id, True)] if handover.successor.lease.borrowed else []
+        if settlement.state is Settled.DONE and (promise is not Promise.NOTHING_PARKED
+                                                 or self.shares is not None):
+            return [(job.request.tenant_id, job.lease.borrowed)]
+        return []
+
+    def promise_slot(self, job: Running,
+                     stopping: Callable[[], bool]) -> tuple[Promise, Running]:
+        """Before *job* settles: promise its slot to its tenant's oldest parked job.
+
+        Under the same rule as ``Refiller.wake`` (another slot stays free), the release
+        then starts that job in the same transaction (``LeaseStore.hand_over``):
+        a capped tenant's slot passes to its next job for one call instead of
+        two. When the slot is the host's last free one and this host parked or
+        saw parked jobs of the tenant lately (``HandOff.parked_lately``: else
+        the slot is left to the queue with no read), the queue is looked at
+        first, without waiting (``Intake.look``): the promise is made only if
+        no other tenant has work there this host could start, so quiet tenants
+        still come first and the slot costs one receive and one transaction,
+        not a release, a receive and an acquire (the owed hand-off of
+        ``Refiller.wake``). A borrowed slot is promised under the borrow rule instead
+        (``_promise_lent``). Returns what was done, and the job's entry as it
+        now is.
+        """
+        if job.handover is not None:
+            return Promise.MADE, job
+        if job.released or job.status is None or stopping():
+            return Promise.NOT_NOW, job
+        if job.lease.borrowed:
+            return self._promise_lent(job)
+        free, tenant = len(self.pool.free()), job.request.tenant_id
+        last = not policy.may_hand_off(free)  # the slot is for the queue, unless a look...
+        if last and (self.look is None or not policy.may_hand_off(free, True)
+                     or not self.handoff.parked_lately(tenant)):
+            return Promise.NOT_NOW, job
+        try:
+            cap, note, request = self._next_parked(tenant, job)
+        except BackendError as exc:  # a plain release follows; the parked job waits its turn
+            logger.warning("no hand-over with the release of %s: %s", job.request.key, exc,
+                           extra=extra("aws_error", tenant, job.request.job_id))
+            return Promise.NOT_NOW, job
+        if cap <= 0 or (self.shares is not None and self.shares.yields_to(
+                tenant, self.handoff.parked_tenants(), ending=job.epoch) is not None):
+            return Promise.NOT_NOW, job  # (fair share: ``Refiller.wake`` gives it to whom)
+        if note is None:
+            self.dispatch.known_free(tenant)  # as ``Refiller.wake`` does: a slot of it is free
+            return Promise.NOTHING_PARKED, job
+        if last and not policy.may_hand_off(free, queue_empty=self.look(tenant)):
+            return Promise.NOT_NOW, job  # the queue has work for the slot: it takes it
+        return Promise.MADE, self._promise(job, note, request, cap)
+
+    def _promise_lent(self, job: Running) -> tuple[Promise, Running]:
+        """A borrowed job's slot: promise it to the parked job ``lend`` would start there.
+
+        The turn is ``lend``'s after a release (``policy.borrow_turns``: the
+        reserve kept, nobody below its cap waiting; the settling tenant first
+        among equals), and the successor's lease is a borrowed one, so the
+        release starts it in the same transaction (``LeaseStore.hand_over``,
+        refused unless its tenant is at its cap): one call, not a release and
+        a borrowing acquire. A turn whose tenant has nothing parked passes to
+        the next, as in ``lend``; NOTHING_PARKED when no turn's tenant has
+        any (a lend after the release would read the same), NOT_NOW when the
+        rule gives no turn or a read failed (``wake`` lends after the release).
+        """
+        if not self.borrowing.enabled:
+            return Promise.NOT_NOW, job
+        free, borrowers = len(self.pool.free()), self.refill.borrowers((job.request.tenant_id,))
+        promise = Promise.NOT_NOW
+        while turns := self.borrowing.turns(free, borrowers):
+            try:
+                cap, note, request = self._next_parked(turns[0], job)
+            except BackendError as exc:
+                logger.warning("no borrowed start with the release of %s: %s",
+                               job.request.key, exc, extra=extra("aws_error", turns[0],
+                                                                 job.request.job_id))
+                return Promise.NOT_NOW, job
+            if note is not None and cap > 0:
+                return Promise.MADE, self._promise(job, note, request, cap, borrow=True)
+            borrowers.pop(turns[0])
+            promise = Promise.NOTHING_PARKED
+        return promise, job
+
+    def _next_parked(self, tenant: str, job: Running) -> tuple[int, Parked | None,
+                                                               JobRequest | None]:
+        """The tenant's cap and its oldest job still parked (not *job*), or None if none.
+
+        Reads the cap (cached) and the tenant's notes (one Query unless notes of
+        the last are left); raises BackendError. A paused tenant's notes are not read.
+        """
+        cap = self.leases.tenants.cap_for(tenant)
+        notes, _ = self.handoff.notes(tenant) if cap > 0 else ([], False)
+        for note, request in self.refill.still_parked(notes):
+            if note.job_id != job.request.job_id:
+                return cap, note, request
+        return cap, None, None
+
+    def _promise(self, job: Running, note: Parked, request: JobRequest, cap: int,
+                 borrow: bool = False) -> Running:
+        """Record on *job*'s entry that its release starts *note*'s job in its slot."""
+        successor = Successor(
+            request=request, sent_at=note.sent_at, cap=cap,
+            lease=self.leases.new_lease(request, self.host_id, job.slot, note.receipt, borrow),
+            claim=self.handoff.waiting.claim_op(note))
+        promised = Handover(note=note, successor=successor)
+        return self.running.update(job, handover=promised) or \
+            attrs.evolve(job, handover=promised)
+
+    def start_handed(self, handed: Handed, slot: int, stopping: Callable[[], bool]) -> bool:
+        """After the settling job's release: launch the job its slot was handed to.
+
+        False when the hand-over was refused (the note was taken elsewhere, or
+        the tenant is over a lowered cap): the slot is then free as after any
+        release. A handed job the worker cannot launch now (it is stopping, its
+        message is gone, or, borrowed, the borrow rule no longer allows it) has
+        its lease given back.
+        """
+        note, successor = handed.handover.note, handed.handover.successor
+        self.handoff.taken(note)
+        if not handed.committed:  # most likely another host took the note: the rest of that
+            self.handoff.forget(note.tenant_id)  # read is as stale; the next hand-off reads anew
+            return False
+        request, lease, message = successor.request, successor.lease, note.message
+        received_at = self.clock.monotonic()
+        with guard(request):
+            free = self.pool.free()
+            why = "the worker is stopping" if stopping() else None if free else "no free slot"
+            if why is None and lease.borrowed:
+                # the borrow rule again: a release tried again after an AWS error may find
+                # the reserve taken meanwhile
+                why = self.borrowing.allows(request.tenant_id, len(free))
+            if slot in free:
+                free = [slot]
+            if why is not None:
+                self.launcher.unwind(lease, why)
+                self.messages.give_back(message)
+                return True
+            if self.messages.due(message):
+                held = self.messages.hold(message)
+                if held is None:
+                    self.launcher.unwind(lease, "its parked message is gone")
+                    return True
+                message = held
+            if self.launcher.launch(request, message, free, lease, received_at=received_at):
+                self.metrics.emit("borrowed" if lease.borrowed else "handed_off", 1,
+                                  tenant_id=request.tenant_id)
+        return True
