@@ -1,0 +1,60 @@
+"""The composition root: ``wiring.build`` makes every part of the parent, once, and joins them."""
+
+from __future__ import annotations
+
+from imposer.worker.dispatch.pool import Pool
+from imposer.worker.supervisor import Supervisor
+from imposer.worker.wiring import build
+
+
+class TestBuild:
+    def test_every_part_shares_one_clock_one_metrics_and_one_running_table(self, settings,
+                                                                           backends):
+        """The loop, the dispatcher, the launcher, the settler, the completer, the refill,
+        the intake and the share rule read one clock, emit to one metrics sink and keep
+        their jobs in one running table (the backends' clock and metrics)."""
+        supervisor = build(settings, backends=backends, pool=Pool(1, settings))
+        assert isinstance(supervisor, Supervisor)
+        d, settler = supervisor.dispatch, supervisor.settler
+        parts = [supervisor, d, d.launcher, d.deferral, settler, supervisor.completer,
+                 supervisor.refill, supervisor.intake, supervisor.shares, supervisor.stops,
+                 d.handoff]
+        assert {id(p.clock) for p in parts} == {id(backends.clock)}
+        assert {id(p.metrics) for p in (supervisor, d, d.launcher, d.vet, d.deferral, settler,
+                                        supervisor.completer, supervisor.refill)} == \
+            {id(backends.metrics)}
+        assert {id(t) for t in (supervisor.running, d.launcher.running, settler.running,
+                                supervisor.completer.table, supervisor.shares.running)} == \
+            {id(supervisor.running)}
+        assert d.storage is supervisor.completer.storage
+        assert {id(p.pool) for p in (supervisor, d.launcher, settler, supervisor.refill,
+                                     supervisor.intake)} == {id(supervisor.pool)}
+
+    def test_the_settler_looks_at_the_queue_through_the_intake(self, settings, backends):
+        """The one cycle of the parent (the intake refills through the refiller; a promise
+        looks at the queue through the intake) is joined at construction: the settler
+        holds the intake's look, the refiller none."""
+        supervisor = build(settings, backends=backends, pool=Pool(1, settings))
+        assert supervisor.settler.look == supervisor.intake.look
+        assert supervisor.intake.refill is supervisor.refill
+        assert not hasattr(supervisor.refill, "look")
+
+    def test_the_share_view_thread_runs_only_under_fair_share(self, settings, backends):
+        """Fair share off: no share-view pass; on: one, beside the other side threads."""
+        off = build(settings, backends=backends, pool=Pool(1, settings))
+        names = [t.name for t in off.threads]
+        assert names == ["lease-renewer", "message-holder", "sweep", "utilisation",
+                         "rollups", "waiting-view", "webhooks"]
+        shared = settings.evolve(share_half_life=600.0)
+        on = build(shared, backends=backends, pool=Pool(1, shared))
+        assert "share-view" in [t.name for t in on.threads]
+        assert on.shares.enabled and not off.shares.enabled
+
+    def test_without_backends_it_connects_from_the_settings(self, settings):
+        """``build(settings)`` alone connects the stores itself, and sizes the pool and the
+        limits from the settings."""
+        supervisor = build(settings, max_jobs=3, exit_when_idle=True)
+        assert supervisor.settings is settings
+        assert len(supervisor.pool.slots) == settings.slots
+        assert (supervisor.max_jobs, supervisor.exit_when_idle) == (3, True)
+        assert supervisor.leases.table == settings.leases_table
