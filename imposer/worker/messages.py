@@ -25,6 +25,7 @@ from imposer.models import JobRequest, Received
 from imposer.settings import Settings
 from imposer.state.jobs import JobStore
 from imposer.worker import policy
+from imposer.worker.timing import LeaseTiming
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class Messages:
     def __init__(self, queue: JobQueue, settings: Settings, clock: Clock) -> None:
         self.queue = queue
         self.settings = settings
+        self.timing = LeaseTiming.from_settings(settings)
         self.clock = clock
 
     # -- while the job runs ----------------------------------------------------
@@ -44,9 +46,9 @@ class Messages:
         Returns the message with its new deadline, which ``due`` reads.
         """
         now = self.clock.time()
-        if not self.queue.change_visibility(message, self.settings.lease_ttl_seconds):
+        if not self.queue.change_visibility(message, self.timing.visibility):
             return None
-        return attrs.evolve(message, visible_until=now + self.settings.lease_ttl_seconds)
+        return attrs.evolve(message, visible_until=now + self.timing.visibility)
 
     def due(self, message: Received) -> bool:
         """Say whether *message* must be held now, or could show up before two more beats."""

@@ -43,6 +43,7 @@ from imposer.worker.running import RunningTable
 from imposer.worker.dispatch.shares import SharePolicy
 from imposer.worker.signals import StopRequests
 from imposer.worker.threads.periodic import Periodic
+from imposer.worker.timing import LeaseTiming
 from imposer.worker.wiring import Backends
 
 logger = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ class Supervisor:
         self.messages = Messages(backends.queue, s, self.clock)
         self.overrun = OverrunPolicy(job_timeout=s.job_timeout_seconds,
                                      heartbeat=s.heartbeat_seconds)
+        self.timing = LeaseTiming.from_settings(s)
         self.rollups = RollupRecorder(backends.rollups, s.host_id, s.slots, self.clock)
         self.sender = OutboxSender(
             backends.outbox, backends.tenants, backends.jobs, storage,
@@ -80,7 +82,8 @@ class Supervisor:
                                       backends.tenants)
         self.contention = ContentionMeter(s.slots, 2 * s.defer_seconds + 5, self.clock,
                                           self.metrics, s.host_id)
-        self.receiver = Receiver(backends.queue, s.poll_seconds, s.lease_ttl_seconds, self.clock)
+        self.receiver = Receiver(backends.queue, s.poll_seconds, self.timing.visibility,
+                                 self.clock)
         self.handoff = HandOff(s, backends.waiting, self.messages, self.clock)
         self.shares = SharePolicy(s, leases=self.leases, jobs=backends.jobs,
                                   tenants=backends.tenants, running=self.running,
@@ -109,7 +112,7 @@ class Supervisor:
             wake_sender=self.sender.wake)
         self.threads = [
             Periodic("lease-renewer", s.heartbeat_seconds, LeaseRenewer(
-                self.running, self.leases, self.overrun, s.lease_ttl_seconds, self.clock,
+                self.running, self.leases, self.overrun, self.timing, self.clock,
                 self.pool.fence).beat),
             Periodic("message-holder", s.heartbeat_seconds,
                      MessageHolder(self.running, self.messages).beat),
