@@ -34,7 +34,7 @@ from imposer.clock import Clock
 from imposer.errors import BackendError, LeaseLost
 from imposer.logs import extra
 from imposer.metrics import Metrics
-from imposer.models import Fate, JobStatus, Outcome, S3Uri
+from imposer.models import Fate, JobStatus, Outcome, S3Uri, WebhookStatus
 from imposer.settings import Settings
 from imposer.state.jobs import DEAD_LETTER_OWED, JobStore
 from imposer.state.leases import LeaseStore
@@ -178,7 +178,7 @@ class Completer:
         if job.status.final and req.webhook:
             event = self._event(job, fields)
             also.append(self.outbox.put_op(event))
-            fields["webhook_status"], fields["webhook_event"] = "pending", event.event_id
+            fields.update(webhook_status=WebhookStatus.PENDING, webhook_event=event.event_id)
         if job.status == JobStatus.DEAD:  # its one DLQ message, owed until sent
             fields["dead_letter"] = DEAD_LETTER_OWED
         failures = 1 if job.failures else 0
