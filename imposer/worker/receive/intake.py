@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from imposer import backoff
 from imposer.aws.sqs import JobQueue
 from imposer.clock import Clock
 from imposer.errors import BackendError, MissingResource
@@ -68,7 +69,7 @@ class Intake:
             raise
         except BackendError as exc:
             self._failures += 1
-            delay = min(30.0, 0.5 * 2 ** (self._failures - 1))
+            delay = backoff.doubling(0.5, self._failures - 1, cap=30.0)
             self.paused_until = now + delay
             logger.warning("could not receive: %s; trying again in %.1fs", exc, delay,
                            extra=extra("receive_error", failures=self._failures))

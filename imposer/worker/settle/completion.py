@@ -29,6 +29,7 @@ import logging
 
 import attrs
 
+from imposer import backoff
 from imposer.aws.s3 import Storage
 from imposer.clock import Clock
 from imposer.errors import BackendError, LeaseLost
@@ -256,7 +257,7 @@ class Completer:
                          extra=extra("release_gave_up", req.tenant_id, req.job_id))
             self.table.remove(job)
             return Settled.LOST
-        delay = min(10.0, 0.25 * 2 ** job.tries)
+        delay = backoff.doubling(0.25, job.tries, cap=10.0)
         logger.warning("settling job %s failed (%s); trying again in %.1fs", req.key, exc,
                        delay, extra=extra("settle_retry", req.tenant_id, req.job_id,
                                           tries=job.tries + 1))
