@@ -119,6 +119,19 @@ class Messages:
         """Make the message visible now, for another worker; False if no longer ours."""
         return self.queue.change_visibility(message, 0)
 
+    def give_back_quietly(self, message: Received | str) -> BackendError | None:
+        """Give the message back if SQS lets us; return the AWS error swallowed, if any.
+
+        For a stop, a drain or a reclaimed lease, where nothing waits on the
+        answer: a message not given back comes back by itself when its
+        visibility runs out, so an AWS error here costs a delay, never a job.
+        """
+        try:
+            self.give_back(message)
+        except BackendError as exc:
+            return exc
+        return None
+
     # -- the job is final ------------------------------------------------------
     def finish(self, message: Received) -> None:
         """Delete the message of a job that reached a final state."""

@@ -200,10 +200,10 @@ class HandOff:
                 try:
                     self.waiting.dynamo.transact([self.waiting.claim_op(note)],
                                                  f"take back parked {note.job_id}")
-                    self.messages.give_back(note.receipt)
-                    count += 1
                 except BackendError:
-                    continue  # another host took it, or its message is back already
+                    continue  # another host took it
+                if self.messages.give_back_quietly(note.receipt) is None:
+                    count += 1
         return count
 
     def _remember(self, note: Parked) -> None:

@@ -132,10 +132,7 @@ class Intake:
         except BackendError:
             pass
         for message in messages:
-            try:
-                self.messages.give_back(message)
-            except BackendError:
-                pass  # it comes back when its visibility runs out
+            self.messages.give_back_quietly(message)
         if messages:
             logger.info("draining: gave back %s message(s) a receive still in flight brought",
                         len(messages), extra=extra("drain_give_back", count=len(messages)))

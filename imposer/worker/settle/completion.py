@@ -130,10 +130,7 @@ class Completer:
         except (LeaseLost, BackendError) as exc:
             logger.error("could not release %s on stop: %s", req.key, exc,
                          extra=extra("release_error", req.tenant_id, req.job_id))
-        try:
-            self.messages.give_back(job.message)
-        except BackendError:
-            pass  # it comes back when its visibility runs out
+        self.messages.give_back_quietly(job.message)
         logger.warning("returned unfinished job %s to the queue", req.key,
                        extra=extra("job_returned", req.tenant_id, req.job_id))
 
