@@ -27,7 +27,8 @@ from imposer.clock import Clock
 from imposer.errors import BackendError
 from imposer.logs import extra
 from imposer.metrics import Metrics
-from imposer.models import S3Uri, WebhookStatus
+from imposer.models import WebhookStatus
+from imposer.state import plates
 from imposer.state.jobs import JobStore
 from imposer.state.outbox import Event, OutboxStore
 from imposer.state.tenants import TenantStore
@@ -151,8 +152,8 @@ class OutboxSender(threading.Thread):
         if not (event.attempt and event.epoch and event.output):
             return True
         try:
-            return self.storage.promote(S3Uri.parse(event.attempt), S3Uri.parse(event.output),
-                                        event.epoch)
+            return plates.promote(self.storage, tenant_id=event.tenant_id, job_id=event.job_id,
+                                  attempt=event.attempt, output=event.output, epoch=event.epoch)
         except BackendError as exc:
             logger.warning("could not promote the plate of %s: %s", event.job_id, exc,
                            extra=extra("promote_error", event.tenant_id, event.job_id))

@@ -39,6 +39,7 @@ from imposer.models import Fate, JobStatus, Outcome, S3Uri, WebhookStatus
 from imposer.settings import Settings
 from imposer.state.jobs import DEAD_LETTER_OWED, JobStore
 from imposer.state.leases import LeaseStore
+from imposer.state import plates
 from imposer.state.outbox import Event, OutboxStore, event_id
 from imposer.webhooks.delivery import build_event, encode
 from imposer.worker import policy
@@ -203,10 +204,8 @@ class Completer:
 
     def _promote(self, job: Running) -> Running:
         req = job.request
-        if not self.storage.promote(S3Uri.parse(req.attempt_uri(job.epoch)),
-                                    S3Uri.parse(req.output), job.epoch):
-            logger.error("job %s: the output already holds another attempt's plate; kept it",
-                         req.key, extra=extra("promote_conflict", req.tenant_id, req.job_id))
+        plates.promote(self.storage, tenant_id=req.tenant_id, job_id=req.job_id,
+                       attempt=req.attempt_uri(job.epoch), output=req.output, epoch=job.epoch)
         return self.table.update(job, promoted=True) or attrs.evolve(job, promoted=True)
 
     def _message(self, job: Running) -> None:
