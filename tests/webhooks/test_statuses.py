@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from imposer.aws.dynamodb import deserialize
 from imposer.models import WebhookStatus
-from imposer.state.outbox import Event, OutboxStore
+from imposer.state.outbox import Event, OutboxStore, event_id
 from imposer.webhooks.delivery import WebhookSender
 
 
@@ -19,12 +19,12 @@ class TestWebhookStatus:
 
     def test_an_event_is_written_pending(self):
         """The release transaction's outbox item says pending, whatever the event held."""
-        event = Event(event_id="msg_1", tenant_id="acme", job_id="j1", url="https://x/h",
-                      body="{}", status=WebhookStatus.DELIVERED)
+        event = Event(event_id=event_id("acme", "j1", "e1"), tenant_id="acme", job_id="j1",
+                      url="https://x/h", body="{}", status=WebhookStatus.DELIVERED)
         item = OutboxStore(None, "outbox").put_op(event)["Put"]["Item"]
         assert deserialize(item)["status"] == WebhookStatus.PENDING
-        assert Event(event_id="msg_2", tenant_id="acme", job_id="j2", url="https://x/h",
-                     body="{}").status == WebhookStatus.PENDING
+        assert Event(event_id=event_id("acme", "j2", "e1"), tenant_id="acme", job_id="j2",
+                     url="https://x/h", body="{}").status == WebhookStatus.PENDING
 
     def test_an_attempt_without_a_secret_is_refused(self):
         """An attempt's result speaks the same words: no secret is refused, never sent."""

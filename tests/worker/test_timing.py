@@ -14,8 +14,8 @@ TIMING = LeaseTiming(ttl=600.0, park=300.0)
 class TestLeaseTiming:
     def test_it_comes_from_the_lease_ttl_and_the_park_window(self):
         """The two settings it reads are the lease TTL and the park window, nothing else."""
-        s = Settings.load({}, lease_ttl_seconds=90.0, park_seconds=45.0)
-        assert LeaseTiming.from_settings(s) == LeaseTiming(ttl=90.0, park=45.0)
+        s = Settings.load({}, lease_ttl_seconds=900.0, park_seconds=450.0)
+        assert LeaseTiming.from_settings(s) == LeaseTiming(ttl=900.0, park=450.0)
 
     def test_a_message_stays_invisible_for_a_lease_ttl(self):
         """A received or held message hides as long as a lease lasts."""
