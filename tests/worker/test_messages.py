@@ -64,20 +64,15 @@ class TestMessages:
         assert body["submitted_at"] == pytest.approx(first.sent_at)
         assert fresh.attributes["imposer_republished_from"] == second.message_id
 
-    def test_give_back_makes_it_visible_now(self, settings, queue, clock):
-        """A message given back is visible to the next receive at once."""
+    @pytest.mark.parametrize("give_back, answer", [("give_back", True),
+                                                   ("give_back_quietly", None)])
+    def test_give_back_makes_it_visible_now(self, settings, queue, clock, give_back, answer):
+        """A message given back (quietly: no error to hand back) is visible to the next
+        receive at once."""
         messages = Messages(queue, settings, clock)
         publish(queue, request())
         message = receive_one(queue, visibility=600)
-        assert messages.give_back(message) is True
-        assert receive_one(queue).message_id == message.message_id
-
-    def test_give_back_quietly_makes_it_visible_now(self, settings, queue, clock):
-        """A quiet give-back that SQS accepts says no error, and the message is back at once."""
-        messages = Messages(queue, settings, clock)
-        publish(queue, request())
-        message = receive_one(queue, visibility=600)
-        assert messages.give_back_quietly(message) is None
+        assert getattr(messages, give_back)(message) is answer
         assert receive_one(queue).message_id == message.message_id
 
     def test_give_back_quietly_returns_the_aws_error_instead_of_raising(self, settings,
