@@ -14,6 +14,7 @@ import time
 import click
 
 from imposer.cli.common import TABLE_NAMES, fail, handle_errors, settings_options
+from imposer.models import WebhookStatus
 from imposer.models.exits import Exit
 from imposer.settings import Settings
 
@@ -243,7 +244,7 @@ def webhooks_list(settings: Settings, tenant, as_json) -> None:
         click.echo(json.dumps([{
             "event_id": e.event_id, "tenant_id": e.tenant_id, "job_id": e.job_id,
             "status": e.status, "attempts": e.attempts, "url": e.url,
-            "next_attempt_at": e.due_at if e.status == "pending" else None,
+            "next_attempt_at": e.due_at if e.status == WebhookStatus.PENDING else None,
             "last_error": e.last_error} for e in events], indent=2))
         return
     if not events:

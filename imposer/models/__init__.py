@@ -16,6 +16,7 @@ from imposer.models.records import (
     Outcome,
     TenantConfig,
     TenantCounter,
+    WebhookStatus,
     counter_key,
     lease_key,
     usage_key,
@@ -34,5 +35,6 @@ from imposer.models.task import TaskSpec
 __all__ = [
     "FINAL_STATUSES", "Fate", "JobRecord", "JobRequest", "JobStatus", "Lease", "Outcome",
     "Received", "S3Uri", "TENANT_PREFIX", "TaskSpec", "TenantConfig", "TenantCounter",
-    "counter_key", "job_key", "lease_key", "usage_key", "new_job_id", "parse_json", "valid_id",
+    "WebhookStatus", "counter_key", "job_key", "lease_key", "usage_key", "new_job_id",
+    "parse_json", "valid_id",
 ]

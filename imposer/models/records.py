@@ -36,6 +36,27 @@ class JobStatus(str, enum.Enum):
 FINAL_STATUSES = tuple(s.value for s in JobStatus if s.final)
 
 
+class WebhookStatus:
+    """Where a job's completion webhook stands: plain strings, as the tables store them.
+
+    An outbox event is pending until it ends delivered, failed or refused; one
+    attempt at it comes to delivered, retry, failed or refused; the job record's
+    ``webhook_status`` follows the event, and says retrying between attempts.
+    """
+
+    #: The event waits for its next attempt (its ``due_at`` says when).
+    PENDING = "pending"
+    #: An attempt failed in a way that may pass (an attempt's result only).
+    RETRY = "retry"
+    #: Between attempts (the job record only).
+    RETRYING = "retrying"
+    DELIVERED = "delivered"
+    #: Given up: it will not pass, or the schedule ran out (``imposer webhooks redeliver``).
+    FAILED = "failed"
+    #: The URL guard or the tenant's configuration said no.
+    REFUSED = "refused"
+
+
 @attrs.frozen(kw_only=True)
 class TenantConfig:
     """A tenant's row of the config table: its tier override and webhook setup."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from imposer import backoff
 from imposer.models import JobRecord, JobStatus, Lease
 from imposer.reports.formatting import format_seconds
 from imposer.reports.stats import percentile
@@ -120,7 +121,7 @@ def explain(job_id: str, record: JobRecord | None, leases: list[Lease], caps: di
             return Explanation(**base, code="licence", predicted_start=start, confidence=(
                 "depends on the licence server"), reason=(
                 f"licence unavailable (pdfToolbox exit 100), not the tenant's fault: {text}"))
-        delay = settings.retry_seconds * 2 ** max(0, record.failures - 1)
+        delay = backoff.doubling(settings.retry_seconds, record.failures - 1)  # policy.retry_delay
         return Explanation(**base, code="retrying", predicted_start=last_end + delay,
                            confidence="the retry delay is fixed", reason=text)
     return _waiting(base, record, leases, caps, default_cap, open_jobs, slots_per_host,

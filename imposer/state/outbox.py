@@ -20,11 +20,11 @@ import attrs
 from imposer.aws.dynamodb import Dynamo, op
 from imposer.aws.tables import Index, TableSpec
 from imposer.clock import Clock, SystemClock
+from imposer.models import WebhookStatus
 
 SHARDS = 4
 #: due_at of an event nobody will send again until an operator redelivers it.
 NEVER = 9_999_999_999.0
-PENDING, DELIVERED, FAILED, REFUSED = "pending", "delivered", "failed", "refused"
 
 
 def table_spec(name: str) -> TableSpec:
@@ -52,7 +52,7 @@ class Event:
     url: str
     #: The exact JSON body; every attempt sends these bytes, so the signature is stable.
     body: str
-    status: str = PENDING
+    status: str = WebhookStatus.PENDING
     attempts: int = 0
     due_at: float = 0.0
     created_at: float = 0.0
@@ -87,7 +87,7 @@ class OutboxStore:
     def put_op(self, event: Event) -> dict[str, Any]:
         """Return the transaction item that writes *event*, for the release transaction."""
         item = attrs.asdict(event)
-        item.update(due_shard=_shard(event.event_id), status=PENDING)
+        item.update(due_shard=_shard(event.event_id), status=WebhookStatus.PENDING)
         return op("Put", self.table, {k: v for k, v in item.items() if v is not None})
 
     def get(self, event: str) -> Event | None:
@@ -100,7 +100,7 @@ class OutboxStore:
         for n in range(SHARDS):
             items, _ = self.dynamo.query(
                 self.table, "due_shard = :s AND due_at <= :now",
-                {":s": f"due#{n}", ":now": now, ":p": PENDING}, {"#st": "status"},
+                {":s": f"due#{n}", ":now": now, ":p": WebhookStatus.PENDING}, {"#st": "status"},
                 index="due", filter="#st = :p", limit=limit)
             found += [Event.from_item(i) for i in items]
         return sorted(found, key=lambda e: e.due_at)[:limit]
@@ -111,7 +111,7 @@ class OutboxStore:
         ok = self.dynamo.update(
             self.table, {"event_id": event.event_id},
             "SET due_at = :until, attempts = attempts + :one",
-            {":until": until, ":old": event.due_at, ":one": 1, ":p": PENDING},
+            {":until": until, ":old": event.due_at, ":one": 1, ":p": WebhookStatus.PENDING},
             {"#st": "status"}, condition="due_at = :old AND #st = :p")
         return attrs.evolve(event, due_at=until, attempts=event.attempts + 1) if ok else None
 
@@ -125,7 +125,7 @@ class OutboxStore:
         now = self.clock.time()
         values = {":st": status, ":d": detail[:500],
                   ":x": int(now + self.retention_days * 86400)}
-        if status == DELIVERED:
+        if status == WebhookStatus.DELIVERED:
             expression = ("SET #st = :st, last_error = :d, delivered_at = :now, "
                           "expires_at = :x REMOVE due_shard")
             values[":now"] = now
@@ -141,7 +141,7 @@ class OutboxStore:
         return self.dynamo.update(
             self.table, {"event_id": event},
             "SET #st = :p, due_at = :now, attempts = :zero, due_shard = :shard REMOVE expires_at",
-            {":p": PENDING, ":now": now, ":zero": 0, ":shard": _shard(event)},
+            {":p": WebhookStatus.PENDING, ":now": now, ":zero": 0, ":shard": _shard(event)},
             {"#st": "status"}, condition="attribute_exists(event_id)")
 
     def listed(self) -> Iterator[Event]:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 
 import attrs
 
-from imposer.models import signature
+from imposer.models import WebhookStatus, signature
 from imposer.webhooks.urlguard import WebhookRefused, check_url, pinned_opener
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,6 @@ EVENT_FIELDS = ("job_id", "tenant_id", "token", "status", "output", "error", "er
                 "submitted_at", "started_at", "finished_at", "queue_wait", "run_seconds",
                 "warnings")
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
-DELIVERED, RETRY, FAILED, REFUSED = "delivered", "retry", "failed", "refused"
 
 
 def build_event(*, job_id: str, tenant_id: str, status: Any, **fields: Any) -> dict[str, Any]:
@@ -72,7 +71,7 @@ class WebhookSender:
     def send(self, url: str, body: str, secret: str, event_id: str,
              allowed_hosts: Iterable[str]) -> Result:
         if not secret:
-            return Result(status=REFUSED, detail="tenant has no webhook secret")
+            return Result(status=WebhookStatus.REFUSED, detail="tenant has no webhook secret")
         try:
             target = check_url(url, allowed_hosts, self.allow_http_loopback, self.resolve)
             data = body.encode()
@@ -82,16 +81,16 @@ class WebhookSender:
             with pinned_opener(target, self.ssl_context).open(request,
                                                               timeout=self.timeout) as reply:
                 reply.read(65536)
-                return Result(status=DELIVERED, detail=f"HTTP {reply.status}")
+                return Result(status=WebhookStatus.DELIVERED, detail=f"HTTP {reply.status}")
         except WebhookRefused as exc:
-            return Result(status=REFUSED, detail=str(exc))
+            return Result(status=WebhookStatus.REFUSED, detail=str(exc))
         except urllib.error.HTTPError as exc:
             exc.close()
-            return Result(status=RETRY if exc.code in _RETRY_STATUS else FAILED,
-                          detail=f"HTTP {exc.code}")
+            return Result(status=WebhookStatus.RETRY if exc.code in _RETRY_STATUS
+                          else WebhookStatus.FAILED, detail=f"HTTP {exc.code}")
         except (OSError, http.client.HTTPException) as exc:
-            return Result(status=RETRY,
+            return Result(status=WebhookStatus.RETRY,
                           detail=f"{type(exc).__name__}: {getattr(exc, 'reason', None) or exc}")
         except Exception as exc:  # a bug must still end in a result, never kill the sender
             logger.exception("webhook attempt crashed", extra={"action": "webhook_error"})
-            return Result(status=FAILED, detail=f"internal error: {exc!r}")
+            return Result(status=WebhookStatus.FAILED, detail=f"internal error: {exc!r}")

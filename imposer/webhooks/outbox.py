@@ -27,11 +27,12 @@ from imposer.clock import Clock
 from imposer.errors import BackendError
 from imposer.logs import extra
 from imposer.metrics import Metrics
-from imposer.models import S3Uri
+from imposer.models import WebhookStatus
+from imposer.state import plates
 from imposer.state.jobs import JobStore
-from imposer.state.outbox import DELIVERED, FAILED, REFUSED, Event, OutboxStore
+from imposer.state.outbox import Event, OutboxStore
 from imposer.state.tenants import TenantStore
-from imposer.webhooks.delivery import RETRY, WebhookSender
+from imposer.webhooks.delivery import WebhookSender
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +97,8 @@ class OutboxSender(threading.Thread):
                 break
             if item is not None:
                 woken.append(item)
-        events = [e for e in (self.outbox.get(i) for i in woken) if e and e.status == "pending"]
+        events = [e for e in (self.outbox.get(i) for i in woken)
+                  if e and e.status == WebhookStatus.PENDING]
         seen = {e.event_id for e in events}
         events += [e for e in self.outbox.due() if e.event_id not in seen]
         now = self.clock.time()
@@ -122,21 +124,23 @@ class OutboxSender(threading.Thread):
                                   (config.webhook_secret if config else None) or "",
                                   event.event_id, config.webhook_hosts if config else ())
         detail = f"{result.detail} on attempt {event.attempts}"
-        if result.status == RETRY and event.attempts <= len(self.schedule):
-            self.metrics.emit("webhooks", 1, outcome=RETRY, tenant_id=event.tenant_id)
+        if result.status == WebhookStatus.RETRY and event.attempts <= len(self.schedule):
+            self.metrics.emit("webhooks", 1, outcome=WebhookStatus.RETRY,
+                              tenant_id=event.tenant_id)
             delay = self._delay(event.attempts)
             self.outbox.retry_at(event, self.clock.time() + delay, detail)
             logger.info("webhook attempt %d of %s failed (%s); next in %.0fs", event.attempts,
                         event.event_id, result.detail, delay,
                         extra={**log, "action": "webhook_retry"})
-            self._note(event, "retrying", detail)
+            self._note(event, WebhookStatus.RETRYING, detail)
             return
-        status = {DELIVERED: DELIVERED, REFUSED: REFUSED}.get(result.status, FAILED)
-        if status == FAILED and result.status == RETRY:
+        status = result.status if result.status in (
+            WebhookStatus.DELIVERED, WebhookStatus.REFUSED) else WebhookStatus.FAILED
+        if status == WebhookStatus.FAILED and result.status == WebhookStatus.RETRY:
             detail = f"{result.detail} after {event.attempts} attempts"
         self.outbox.close(event, status, detail)
         self.metrics.emit("webhooks", 1, outcome=status, tenant_id=event.tenant_id)
-        logger.log(logging.INFO if status == DELIVERED else logging.WARNING,
+        logger.log(logging.INFO if status == WebhookStatus.DELIVERED else logging.WARNING,
                    "webhook %s: %s", status, detail, extra={**log, "action": f"webhook_{status}"})
         self._note(event, status, detail)
 
@@ -148,8 +152,8 @@ class OutboxSender(threading.Thread):
         if not (event.attempt and event.epoch and event.output):
             return True
         try:
-            return self.storage.promote(S3Uri.parse(event.attempt), S3Uri.parse(event.output),
-                                        event.epoch)
+            return plates.promote(self.storage, tenant_id=event.tenant_id, job_id=event.job_id,
+                                  attempt=event.attempt, output=event.output, epoch=event.epoch)
         except BackendError as exc:
             logger.warning("could not promote the plate of %s: %s", event.job_id, exc,
                            extra=extra("promote_error", event.tenant_id, event.job_id))

@@ -18,6 +18,6 @@ A message flows through the subpackages in the order of their names below:
 At the top: ``supervisor`` is the loop, ``wiring`` builds it and every part it
 runs (and the stores) from Settings, ``policy`` holds the pure decisions the
 simulator shares, ``messages`` owns a message's fate, ``running`` the table of
-this host's jobs, ``overrun`` the limit of a job's run, and ``boot`` and
-``signals`` start and stop it.
+this host's jobs, ``overrun`` the limit of a job's run, ``timing`` every share
+of the lease TTL, and ``boot`` and ``signals`` start and stop it.
 """

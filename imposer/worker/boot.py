@@ -12,6 +12,7 @@ import logging
 import threading
 from typing import Callable, TypeVar
 
+from imposer import backoff
 from imposer.aws.dynamodb import Dynamo
 from imposer.aws.sqs import JobQueue
 from imposer.clock import Clock
@@ -49,7 +50,7 @@ class Patience:
         self.seconds, self.clock, self.drain, self.fast = seconds, clock, drain, fast
 
     def __call__(self, what: str, call: Callable[[], T]) -> T:
-        deadline, delay = self.clock.monotonic() + self.seconds, 0.5
+        deadline, failures = self.clock.monotonic() + self.seconds, 0
         while True:
             try:
                 return call()
@@ -60,7 +61,7 @@ class Patience:
                     raise StoppedWhileBooting(f"{what}: {exc}") from None
                 if self.clock.monotonic() > deadline:
                     raise
+                delay, failures = backoff.doubling(0.5, failures, cap=10.0), failures + 1
                 logger.warning("%s: %s; retrying in %.1fs", what, exc, delay,
                                extra=extra("aws_retry", what=what))
                 self.drain.wait(delay)  # (set by every stop signal, the fast one's too)
-                delay = min(10.0, delay * 2)

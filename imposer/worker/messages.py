@@ -25,6 +25,7 @@ from imposer.models import JobRequest, Received
 from imposer.settings import Settings
 from imposer.state.jobs import JobStore
 from imposer.worker import policy
+from imposer.worker.timing import LeaseTiming
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class Messages:
     def __init__(self, queue: JobQueue, settings: Settings, clock: Clock) -> None:
         self.queue = queue
         self.settings = settings
+        self.timing = LeaseTiming.from_settings(settings)
         self.clock = clock
 
     # -- while the job runs ----------------------------------------------------
@@ -44,9 +46,9 @@ class Messages:
         Returns the message with its new deadline, which ``due`` reads.
         """
         now = self.clock.time()
-        if not self.queue.change_visibility(message, self.settings.lease_ttl_seconds):
+        if not self.queue.change_visibility(message, self.timing.visibility):
             return None
-        return attrs.evolve(message, visible_until=now + self.settings.lease_ttl_seconds)
+        return attrs.evolve(message, visible_until=now + self.timing.visibility)
 
     def due(self, message: Received) -> bool:
         """Say whether *message* must be held now, or could show up before two more beats."""
@@ -116,6 +118,19 @@ class Messages:
     def give_back(self, message: Received | str) -> bool:
         """Make the message visible now, for another worker; False if no longer ours."""
         return self.queue.change_visibility(message, 0)
+
+    def give_back_quietly(self, message: Received | str) -> BackendError | None:
+        """Give the message back if SQS lets us; return the AWS error swallowed, if any.
+
+        For a stop, a drain or a reclaimed lease, where nothing waits on the
+        answer: a message not given back comes back by itself when its
+        visibility runs out, so an AWS error here costs a delay, never a job.
+        """
+        try:
+            self.give_back(message)
+        except BackendError as exc:
+            return exc
+        return None
 
     # -- the job is final ------------------------------------------------------
     def finish(self, message: Received) -> None:

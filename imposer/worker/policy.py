@@ -12,6 +12,7 @@ from typing import Iterable, Mapping, Sequence, TypeVar
 
 import attrs
 
+from imposer import backoff
 from imposer.models.usage import (  # noqa: F401 (the policy's arithmetic, written once)
     ERA_HALF_LIVES,
     decayed,
@@ -139,7 +140,7 @@ def oldest_first(items: Sequence[T], submitted) -> list[T]:
 
 def retry_delay(retry_seconds: float, failures: int) -> float:
     """Backoff before a failed job runs again: ``retry_seconds * 2^(failures - 1)``."""
-    return retry_seconds * 2 ** max(0, failures - 1)
+    return backoff.doubling(retry_seconds, failures - 1)
 
 
 def is_dead(failures: int, max_attempts: int) -> bool:

@@ -18,7 +18,6 @@ import threading
 from imposer.aws import session
 from imposer.aws.sqs import JobQueue
 from imposer.clock import Clock
-from imposer.errors import BackendError
 from imposer.logs import extra, guard
 from imposer.metrics import Metrics
 from imposer.models import Fate, Outcome
@@ -224,10 +223,7 @@ class Supervisor:
             thread.stop()
         for message in self.intake.take_looked() + self.receiver.stop(
                 0 if self.fast.is_set() else self.settings.poll_seconds + 5):
-            try:
-                self.messages.give_back(message)
-            except BackendError:
-                pass  # it comes back when its visibility runs out
+            self.messages.give_back_quietly(message)
         for job in self.running.snapshot():
             self.completer.hand_back(job)
         returned = self.dispatch.give_back_parked()

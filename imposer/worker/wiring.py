@@ -50,6 +50,7 @@ from imposer.worker.threads.gauges import ShareGaps, Utilisation
 from imposer.worker.threads.heartbeat import LeaseRenewer, MessageHolder
 from imposer.worker.threads.periodic import Periodic
 from imposer.worker.threads.rollup import RollupRecorder
+from imposer.worker.timing import LeaseTiming
 
 
 @attrs.frozen(kw_only=True)
@@ -115,7 +116,8 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
         parse_schedule(s.webhook_schedule), s.webhook_poll_seconds, clock, metrics=metrics)
     borrowing = BorrowPolicy(s.borrow, s.reserve_slots, leases, b.jobs, b.tenants)
     contention = ContentionMeter(s.slots, 2 * s.defer_seconds + 5, clock, metrics, s.host_id)
-    receiver = Receiver(b.queue, s.poll_seconds, s.lease_ttl_seconds, clock)
+    timing = LeaseTiming.from_settings(s)
+    receiver = Receiver(b.queue, s.poll_seconds, timing.visibility, clock)
     handoff = HandOff(s, b.waiting, messages, clock)
     shares = SharePolicy(half_life=s.share_half_life, host_id=s.host_id, slots=s.slots,
                          leases=leases, jobs=b.jobs, tenants=b.tenants, running=running,
@@ -155,7 +157,7 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
                               rollups=rollups, metrics=metrics, clock=clock)
     threads = [
         Periodic("lease-renewer", s.heartbeat_seconds, LeaseRenewer(
-            running, leases, overrun, s.lease_ttl_seconds, clock, pool.fence).beat),
+            running, leases, overrun, timing, clock, pool.fence).beat),
         Periodic("message-holder", s.heartbeat_seconds, MessageHolder(running, messages).beat),
         Periodic("sweep", s.sweep_seconds, lambda: sweeping.sweep(
             leases, metrics, s.host_id, messages)),

@@ -18,7 +18,8 @@ from imposer.child.task import TaskRunner
 from imposer.client import submit
 from imposer.errors import LeaseExpired
 from imposer.models import Fate, S3Uri, TaskSpec
-from imposer.worker.dispatch.pool import FENCE_SHARE, Pool
+from imposer.worker.dispatch.pool import Pool
+from imposer.worker.timing import FENCE_SHARE
 from tests.fixtures.pdfs import numbered_pdf
 from tests.fixtures.workers import layout
 

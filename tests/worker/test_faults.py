@@ -41,6 +41,14 @@ def tool_processes(job_id: str) -> list[psutil.Process]:
     return found
 
 
+def gone(process: psutil.Process) -> bool:
+    """Tell whether *process* died: reaped, or a zombie waiting for its reaper."""
+    try:
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True  # reaped between the two looks
+
+
 def hand_driven(settings, tmp_path, endpoint=None, monkeypatch=None):
     """A one-slot Supervisor on a hand-driven clock, its pool started, nothing else running.
 
@@ -116,8 +124,7 @@ class TestDeadChildren:
         supervisor, backends, _ = by_hand
         idle = psutil.Process(supervisor.pool.slots[0].process.pid)
         idle.kill()
-        wait_for(lambda: not idle.is_running() or idle.status() == psutil.STATUS_ZOMBIE, 30,
-                 "the idle child to die")
+        wait_for(lambda: gone(idle), 30, "the idle child to die")
         job = start_one(supervisor, settings, tmp_path)
         supervisor.collect_finished(wait=0)
         supervisor.settle_finished()

@@ -14,6 +14,7 @@ from imposer.worker.threads.heartbeat import LeaseRenewer, MessageHolder
 from imposer.worker.messages import Messages
 from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.running import Running, RunningTable
+from imposer.worker.timing import LeaseTiming
 from imposer.worker.threads.sweep import sweep
 from tests.fixtures.jobs import request
 
@@ -29,7 +30,7 @@ def renewing(backends, clock):
     table.add(Running(slot=0, request=req, message=message, lease=lease,
                       started=clock.monotonic()))
     renewer = LeaseRenewer(table, backends.leases, OverrunPolicy(job_timeout=60, heartbeat=1),
-                           backends.settings.lease_ttl_seconds, clock)
+                           LeaseTiming.from_settings(backends.settings), clock)
     return table, renewer
 
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import boto3
 import pytest
 
+from imposer.aws.sqs import JobQueue
 from imposer.clock import ManualClock
+from imposer.errors import BackendError
 from imposer.models import JobRequest
 from imposer.worker.messages import Messages
+from imposer.worker.threads.sweep import sweep
 from tests.fixtures.jobs import request
 
 
@@ -60,13 +64,39 @@ class TestMessages:
         assert body["submitted_at"] == pytest.approx(first.sent_at)
         assert fresh.attributes["imposer_republished_from"] == second.message_id
 
-    def test_give_back_makes_it_visible_now(self, settings, queue, clock):
-        """A message given back is visible to the next receive at once."""
+    @pytest.mark.parametrize("give_back, answer", [("give_back", True),
+                                                   ("give_back_quietly", None)])
+    def test_give_back_makes_it_visible_now(self, settings, queue, clock, give_back, answer):
+        """A message given back (quietly: no error to hand back) is visible to the next
+        receive at once."""
         messages = Messages(queue, settings, clock)
         publish(queue, request())
         message = receive_one(queue, visibility=600)
-        assert messages.give_back(message) is True
+        assert getattr(messages, give_back)(message) is answer
         assert receive_one(queue).message_id == message.message_id
+
+    def test_give_back_quietly_returns_the_aws_error_instead_of_raising(self, settings,
+                                                                         clock):
+        """A give-back SQS refuses (here: the queue is gone) is handed back, not raised: the
+        message comes back by itself when its visibility runs out."""
+        gone = JobQueue(settings.region, f"{settings.queue_name}-gone", settings.dlq_name)
+        failed = Messages(gone, settings, clock).give_back_quietly("a-receipt")
+        assert isinstance(failed, BackendError) and "gone" in str(failed)
+
+    def test_a_reclaim_that_cannot_give_back_says_so_and_goes_on(self, settings, backends,
+                                                                 clock, caplog):
+        """The sweep reclaims an expired lease even when SQS refuses to give its message
+        back early, and says so in one info line (``message_return_skipped``)."""
+        caplog.set_level(logging.INFO, logger="imposer.worker.threads.sweep")
+        req = request()
+        lease = backends.leases.acquire(req, "other-host", 0, receipt="a-receipt").lease
+        clock.advance(settings.lease_ttl_seconds + 1)
+        gone = JobQueue(settings.region, f"{settings.queue_name}-gone", settings.dlq_name)
+        report = sweep(backends.leases, backends.metrics, "test-host",
+                       Messages(gone, settings, clock))
+        assert [l.job_id for l in report.reclaimed] == [req.job_id]
+        assert [r.job_id for r in caplog.records
+                if getattr(r, "action", None) == "message_return_skipped"] == [req.job_id]
 
     def test_a_receipt_no_longer_ours_is_refused_not_raised(self, settings, queue, clock):
         """Holding a message that was deleted meanwhile says False instead of failing."""

@@ -20,8 +20,8 @@ from imposer.models import (
     JobRequest,
     JobStatus,
     Received,
-    S3Uri,
 )
+from imposer.state import plates
 from imposer.state.jobs import DEAD_LETTER_OWED, JobStore
 from imposer.state.leases import Acquisition, LeaseStore, Verdict
 from imposer.worker.threads import sweep as sweeping
@@ -251,10 +251,9 @@ class Dispatcher:
                                           record.error or "too many failures")
             return
         if acq.status == JobStatus.SUCCEEDED.value and acq.output_epoch:
-            if not self.storage.promote(S3Uri.parse(request.attempt_uri(acq.output_epoch)),
-                                        S3Uri.parse(request.output), acq.output_epoch):
-                logger.error("job %s: the output holds another attempt's plate", request.key,
-                             extra=extra("promote_conflict", request.tenant_id, request.job_id))
+            plates.promote(self.storage, tenant_id=request.tenant_id, job_id=request.job_id,
+                           attempt=request.attempt_uri(acq.output_epoch), output=request.output,
+                           epoch=acq.output_epoch)
         self.messages.finish(message)
 
     def lend_idle_slots(self, free: list[int], stopping: Callable[[], bool],

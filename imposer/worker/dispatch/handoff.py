@@ -40,6 +40,7 @@ from imposer.state.leases import Successor
 from imposer.state.waiting import Parked, WaitingStore
 from imposer.worker import policy
 from imposer.worker.messages import Messages
+from imposer.worker.timing import LeaseTiming
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ class HandOff:
     def __init__(self, settings: Settings, waiting: WaitingStore, messages: Messages,
                  clock: Clock) -> None:
         self.settings, self.waiting, self.messages, self.clock = settings, waiting, messages, clock
+        self.timing = LeaseTiming.from_settings(settings)
         self._mine: dict[tuple[str, str], Parked] = {}
         #: tenant -> (monotonic time read, the notes of that Query not yet taken)
         self._read: dict[str, tuple[float, list[Parked]]] = {}
@@ -143,8 +145,7 @@ class HandOff:
         another host parked gets its first hand-off here the owed way, whose read
         then counts)."""
         seen = self._parked_at.get(tenant_id)
-        window = max(self.settings.park_seconds, self.settings.lease_ttl_seconds)
-        return seen is not None and self.clock.monotonic() - seen < window
+        return seen is not None and self.clock.monotonic() - seen < self.timing.parked_window
 
     def parked_tenants(self) -> list[str]:
         """Tenants this host parked or read notes of lately (``parked_lately``), oldest first."""
@@ -199,10 +200,10 @@ class HandOff:
                 try:
                     self.waiting.dynamo.transact([self.waiting.claim_op(note)],
                                                  f"take back parked {note.job_id}")
-                    self.messages.give_back(note.receipt)
-                    count += 1
                 except BackendError:
-                    continue  # another host took it, or its message is back already
+                    continue  # another host took it
+                if self.messages.give_back_quietly(note.receipt) is None:
+                    count += 1
         return count
 
     def _remember(self, note: Parked) -> None:

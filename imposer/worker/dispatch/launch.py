@@ -18,6 +18,7 @@ from imposer.settings import Settings
 from imposer.state.leases import LeaseStore
 from imposer.worker.dispatch.contention import ContentionMeter
 from imposer.worker.overrun import OverrunPolicy
+from imposer.worker.timing import LeaseTiming
 from imposer.worker.dispatch.pool import Pool
 from imposer.worker.threads.rollup import RollupRecorder
 from imposer.worker.running import Running, RunningTable
@@ -34,6 +35,7 @@ class Launcher:
         self.settings, self.leases, self.pool, self.running = settings, leases, pool, running
         self.rollups, self.contention, self.overrun = rollups, contention, overrun
         self.metrics, self.clock = metrics, clock
+        self.timing = LeaseTiming.from_settings(settings)
         #: Jobs started by this host since it booted.
         self.started = 0
 
@@ -68,7 +70,7 @@ class Launcher:
         is only starting; if it cannot, the lease is given back and the
         message waits for its next delivery. False when not launched.
         """
-        if lease.expires_at - self.clock.time() < (2 / 3) * self.settings.lease_ttl_seconds:
+        if self.timing.renew_before_launch(lease.expires_at, self.clock.time()):
             try:
                 lease = self.leases.renew(lease)
             except (LeaseLost, BackendError) as exc:

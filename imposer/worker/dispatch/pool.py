@@ -36,12 +36,9 @@ from imposer.child import cleanup
 from imposer.child.main import child_main
 from imposer.logs import extra
 from imposer.settings import Settings
+from imposer.worker.timing import LeaseTiming
 
 logger = logging.getLogger(__name__)
-
-#: Share of the lease TTL a job's tools stop before its lease expires: room for clock skew
-#: between this host and a sweeping one (``imposer doctor`` allows 5 s; 60 s at the 600 s TTL).
-FENCE_SHARE = 0.1
 
 
 @attrs.define
@@ -74,7 +71,7 @@ class Pool:
         if context == "forkserver":
             self.ctx.set_forkserver_preload(["imposer.child.main", "imposer.child.task"])
         self.slots = [_Slot(i, deadline=self.ctx.RawValue("d", 0.0)) for i in range(size)]
-        self.margin = FENCE_SHARE * settings.lease_ttl_seconds
+        self.margin = LeaseTiming.from_settings(settings).fence_margin
         self._fence_lock = threading.Lock()
         self._cleared = False
         #: This run of the host, named after this process: tools and directories of runs

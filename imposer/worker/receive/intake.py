@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from imposer import backoff
 from imposer.aws.sqs import JobQueue
 from imposer.clock import Clock
 from imposer.errors import BackendError, MissingResource
@@ -68,7 +69,7 @@ class Intake:
             raise
         except BackendError as exc:
             self._failures += 1
-            delay = min(30.0, 0.5 * 2 ** (self._failures - 1))
+            delay = backoff.doubling(0.5, self._failures - 1, cap=30.0)
             self.paused_until = now + delay
             logger.warning("could not receive: %s; trying again in %.1fs", exc, delay,
                            extra=extra("receive_error", failures=self._failures))
@@ -131,10 +132,7 @@ class Intake:
         except BackendError:
             pass
         for message in messages:
-            try:
-                self.messages.give_back(message)
-            except BackendError:
-                pass  # it comes back when its visibility runs out
+            self.messages.give_back_quietly(message)
         if messages:
             logger.info("draining: gave back %s message(s) a receive still in flight brought",
                         len(messages), extra=extra("drain_give_back", count=len(messages)))

@@ -16,7 +16,7 @@ from typing import Iterator
 from imposer.errors import BackendError, InvalidMessage, SenderRefused
 from imposer.logs import extra
 from imposer.metrics import Metrics
-from imposer.models import JobRequest, JobStatus, Received
+from imposer.models import JobRequest, JobStatus, Received, WebhookStatus
 from imposer.state.jobs import JobStore
 from imposer.state.outbox import Event, OutboxStore, event_id
 from imposer.webhooks.delivery import build_event, encode
@@ -80,7 +80,7 @@ class Vetting:
                                  sender_id=message.sender_id, error_kind=exc.kind))
         if found:
             event = self._event(found, message, exc)
-            fields = {"webhook_status": "pending", "webhook_event": event.event_id} \
+            fields = {"webhook_status": WebhookStatus.PENDING, "webhook_event": event.event_id} \
                 if event else {}
             self.jobs.finish_unleased(tenant, job_id, JobStatus.FAILED, str(exc), exc.kind,
                                       submitted_at=message.sent_at,

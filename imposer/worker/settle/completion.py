@@ -31,6 +31,7 @@ from typing import Iterator
 
 import attrs
 
+from imposer import backoff
 from imposer.aws.s3 import Storage
 from imposer.clock import Clock
 from imposer.errors import BackendError, LeaseLost
@@ -38,6 +39,7 @@ from imposer.logs import extra
 from imposer.metrics import Metrics
 from imposer.models import Fate, JobStatus, Outcome, S3Uri
 from imposer.state.jobs import JobStore
+from imposer.state import plates
 from imposer.state.leases import LeaseStore
 from imposer.state.outbox import OutboxStore, event_id
 from imposer.worker import policy
@@ -157,10 +159,7 @@ class Completer:
         except (LeaseLost, BackendError) as exc:
             logger.error("could not release %s on stop: %s", req.key, exc,
                          extra=extra("release_error", req.tenant_id, req.job_id))
-        try:
-            self.messages.give_back(job.message)
-        except BackendError:
-            pass  # it comes back when its visibility runs out
+        self.messages.give_back_quietly(job.message)
         logger.warning("returned unfinished job %s to the queue", req.key,
                        extra=extra("job_returned", req.tenant_id, req.job_id))
 
@@ -220,10 +219,8 @@ class Completer:
 
     def _promote(self, job: Running) -> Running:
         req = job.request
-        if not self.storage.promote(S3Uri.parse(req.attempt_uri(job.epoch)),
-                                    S3Uri.parse(req.output), job.epoch):
-            logger.error("job %s: the output already holds another attempt's plate; kept it",
-                         req.key, extra=extra("promote_conflict", req.tenant_id, req.job_id))
+        plates.promote(self.storage, tenant_id=req.tenant_id, job_id=req.job_id,
+                       attempt=req.attempt_uri(job.epoch), output=req.output, epoch=job.epoch)
         return self.table.update(job, promoted=True) or attrs.evolve(job, promoted=True)
 
     def _message(self, job: Running) -> None:
@@ -271,7 +268,7 @@ class Completer:
                          extra=extra("release_gave_up", req.tenant_id, req.job_id))
             self.table.remove(job)
             return Settled.LOST
-        delay = min(10.0, 0.25 * 2 ** job.tries)
+        delay = backoff.doubling(0.25, job.tries, cap=10.0)
         logger.warning("settling job %s failed (%s); trying again in %.1fs", req.key, exc,
                        delay, extra=extra("settle_retry", req.tenant_id, req.job_id,
                                           tries=job.tries + 1))

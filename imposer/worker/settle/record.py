@@ -7,7 +7,7 @@ request.
 
 from __future__ import annotations
 
-from imposer.models import JobStatus
+from imposer.models import JobStatus, WebhookStatus
 from imposer.state.jobs import DEAD_LETTER_OWED
 from imposer.state.outbox import Event, OutboxStore, event_id
 from imposer.webhooks.delivery import build_event, encode
@@ -23,7 +23,7 @@ def release_record(job: Running, max_attempts: int,
     if job.status.final and req.webhook:
         event = completion_event(job, fields)
         also.append(outbox.put_op(event))
-        fields["webhook_status"], fields["webhook_event"] = "pending", event.event_id
+        fields.update(webhook_status=WebhookStatus.PENDING, webhook_event=event.event_id)
     if job.status == JobStatus.DEAD:  # its one DLQ message, owed until sent
         fields["dead_letter"] = DEAD_LETTER_OWED
     return fields, also

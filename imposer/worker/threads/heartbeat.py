@@ -25,21 +25,19 @@ from imposer.state.leases import LeaseStore
 from imposer.worker.messages import Messages
 from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.running import Running, RunningTable
+from imposer.worker.timing import LeaseTiming
 
 logger = logging.getLogger(__name__)
-
-#: Warn when one renewal takes more than this share of the lease TTL.
-SLOW_SHARE = 0.25
 
 
 class LeaseRenewer:
     """One pass renews the lease of every job not yet released."""
 
     def __init__(self, table: RunningTable, leases: LeaseStore, overrun: OverrunPolicy,
-                 ttl: float, clock: Clock,
+                 timing: LeaseTiming, clock: Clock,
                  fence: Callable[[int, str, float], None] | None = None) -> None:
         self.table, self.leases, self.overrun = table, leases, overrun
-        self.ttl, self.clock, self.fence = ttl, clock, fence
+        self.timing, self.clock, self.fence = timing, clock, fence
 
     def beat(self) -> None:
         for job in self.table.snapshot():
@@ -63,10 +61,10 @@ class LeaseRenewer:
                                extra=extra("heartbeat_error", req.tenant_id, req.job_id))
                 continue
             took = self.clock.monotonic() - began
-            if took > SLOW_SHARE * self.ttl:
+            if self.timing.slow_renewal(took):
                 logger.warning("renewing the lease of %s took %.1fs, %.0f%% of the lease TTL; "
                                "raise IMPOSER_LEASE_TTL_SECONDS", req.key, took,
-                               100 * took / self.ttl,
+                               100 * took / self.timing.ttl,
                                extra=extra("renew_slow", req.tenant_id, req.job_id, seconds=took))
             self.table.update(job, lease=lease)
             if self.fence is not None and not job.settling:

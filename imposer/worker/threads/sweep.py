@@ -74,12 +74,12 @@ def reclaim_host(store: LeaseStore, metrics: Metrics, host: str,
 
 def _give_back(messages: Messages | None, lease: Lease) -> None:
     """Make the reclaimed job's message visible now (if its receipt is still valid)."""
-    if messages is not None and lease.receipt:
-        try:
-            messages.give_back(lease.receipt)
-        except Exception as exc:  # the message returns on its own when visibility ends
-            logger.info("could not return message of %s early: %s", lease.job_id, exc,
-                        extra=extra("message_return_skipped", lease.tenant_id, lease.job_id))
+    if messages is None or not lease.receipt:
+        return
+    failed = messages.give_back_quietly(lease.receipt)
+    if failed is not None:
+        logger.info("could not return message of %s early: %s", lease.job_id, failed,
+                    extra=extra("message_return_skipped", lease.tenant_id, lease.job_id))
 
 
 def _recovered(metrics: Metrics, lease: Lease, why: str, sweeper: str | None) -> None:
