@@ -8,11 +8,11 @@ parent. Nothing else in ``imposer.worker`` builds another part.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
-from imposer.aws import session
 from imposer.aws.dynamodb import Dynamo
-from imposer.aws.s3 import Storage
 from imposer.aws.sqs import JobQueue
 from imposer.clock import Clock, SystemClock
 from imposer.metrics import Metrics
@@ -23,34 +23,11 @@ from imposer.state.outbox import OutboxStore
 from imposer.state.rollups import RollupStore
 from imposer.state.tenants import TenantStore
 from imposer.state.waiting import WaitingStore
-from imposer.webhooks.delivery import WebhookSender
-from imposer.webhooks.outbox import OutboxSender, parse_schedule
-from imposer.worker.dispatch.borrowing import BorrowPolicy
-from imposer.worker.dispatch.contention import ContentionMeter
-from imposer.worker.dispatch.deferral import Deferral
-from imposer.worker.dispatch.dispatcher import Dispatcher
-from imposer.worker.dispatch.handoff import HandOff
-from imposer.worker.dispatch.launch import Launcher
-from imposer.worker.dispatch.pool import Pool
-from imposer.worker.dispatch.shares import SharePolicy
-from imposer.worker.messages import Messages
-from imposer.worker.overrun import OverrunPolicy
-from imposer.worker.receive.intake import Intake
-from imposer.worker.receive.receiver import Receiver
-from imposer.worker.receive.senders import SenderCheck
-from imposer.worker.receive.vetting import Vetting
-from imposer.worker.running import RunningTable
-from imposer.worker.settle.completion import Completer
-from imposer.worker.settle.refill import Refiller
-from imposer.worker.settle.settler import Settler
-from imposer.worker.signals import StopRequests
-from imposer.worker.supervisor import Supervisor
-from imposer.worker.threads import sweep as sweeping
-from imposer.worker.threads.gauges import ShareGaps, Utilisation
-from imposer.worker.threads.heartbeat import LeaseRenewer, MessageHolder
-from imposer.worker.threads.periodic import Periodic
-from imposer.worker.threads.rollup import RollupRecorder
-from imposer.worker.timing import LeaseTiming
+
+if TYPE_CHECKING:
+    from imposer.webhooks.delivery import WebhookSender
+    from imposer.worker.dispatch.pool import Pool
+    from imposer.worker.supervisor import Supervisor
 
 
 @attrs.frozen(kw_only=True)
@@ -103,6 +80,39 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     *backends* default to ``connect(settings)``, *pool* to one slot per
     ``settings.slots``, *webhooks* to the SSRF-guarded sender.
     """
+    # Imported here, not with the stores: the operator commands that only ``connect`` must
+    # not load the pool, and with it the engine (they start fast; tests/cli/test_cli.py).
+    from imposer.aws import session
+    from imposer.aws.s3 import Storage
+    from imposer.webhooks.delivery import WebhookSender
+    from imposer.webhooks.outbox import OutboxSender, parse_schedule
+    from imposer.worker.dispatch.borrowing import BorrowPolicy
+    from imposer.worker.dispatch.contention import ContentionMeter
+    from imposer.worker.dispatch.deferral import Deferral
+    from imposer.worker.dispatch.dispatcher import Dispatcher
+    from imposer.worker.dispatch.handoff import HandOff
+    from imposer.worker.dispatch.launch import Launcher
+    from imposer.worker.dispatch.pool import Pool
+    from imposer.worker.dispatch.shares import SharePolicy
+    from imposer.worker.messages import Messages
+    from imposer.worker.overrun import OverrunPolicy
+    from imposer.worker.receive.intake import Intake
+    from imposer.worker.receive.receiver import Receiver
+    from imposer.worker.receive.senders import SenderCheck
+    from imposer.worker.receive.vetting import Vetting
+    from imposer.worker.running import RunningTable
+    from imposer.worker.settle.completion import Completer
+    from imposer.worker.settle.refill import Refiller
+    from imposer.worker.settle.settler import Settler
+    from imposer.worker.signals import StopRequests
+    from imposer.worker.supervisor import Supervisor
+    from imposer.worker.threads import sweep as sweeping
+    from imposer.worker.threads.gauges import ShareGaps, Utilisation
+    from imposer.worker.threads.heartbeat import LeaseRenewer, MessageHolder
+    from imposer.worker.threads.periodic import Periodic
+    from imposer.worker.threads.rollup import RollupRecorder
+    from imposer.worker.timing import LeaseTiming
+
     s, b = settings, backends or connect(settings)
     clock, metrics, leases = b.clock, b.metrics, b.leases
     pool = pool or Pool(s.slots, s)
