@@ -17,7 +17,7 @@ How a job flows, package by package::
 Under them: ``state`` (leases, jobs, tenants tables) over ``aws`` (the only
 home of boto3), ``models`` (values that cross a process, thread or table
 boundary, shared with the client) and the core modules ``errors``,
-``settings``, ``clock``, ``logs`` and ``metrics``.
+``settings`` (declared and read by ``environ``), ``clock``, ``logs`` and ``metrics``.
 
 Imports flow one way; ``ALLOWED_IMPORTS`` below is the rule and
 ``tests/test_architecture.py`` pins it. A pool child reaches S3 only: it may
@@ -28,7 +28,7 @@ or ``state``.
 __version__ = "0.2.0"
 
 #: Modules at the root of the package that everything may import.
-CORE = ("errors", "settings", "clock", "logs", "metrics")
+CORE = ("errors", "settings", "environ", "clock", "logs", "metrics")
 
 #: Package -> what it may import besides itself: other packages, ``aws.*`` modules, or
 #: "core" for the modules above. ``*`` means anything. The client shares only models.
