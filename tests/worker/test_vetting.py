@@ -16,7 +16,8 @@ from imposer.worker.messages import Messages
 from imposer.worker.receive.senders import SenderCheck
 from imposer.worker.receive.vetting import Vetting
 from tests.fixtures.jobs import record_of
-from tests.webhooks.test_outbox import SECRET, receiver, sender_for  # noqa: F401 (fixture)
+from tests.fixtures.webhooks import receiver  # noqa: F401 (fixture)
+from tests.webhooks.test_outbox import SECRET, sender_for
 
 
 def dlq_count(settings) -> int:
@@ -71,7 +72,7 @@ class TestReject:
         assert (record.status, record.error_kind) == (JobStatus.FAILED, "invalid_message")
         assert "NaN is not a number" in record.error
         assert sender_for(backends).pass_once() == 1
-        ((headers, body),) = receiver.requests
+        ((headers, body, _),) = receiver.requests
         event = json.loads(body)
         assert (event["job_id"], event["status"], event["error_kind"], event["token"]) == (
             job, "failed", "invalid_message", "order-7")
