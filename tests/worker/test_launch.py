@@ -36,10 +36,10 @@ def leased(settings, backends, tmp_path, slot: int = 0):
     return request, message, lease
 
 
-def launch(supervisor, request, message, free, lease) -> bool:
-    """Launch as dispatch does, the message received now."""
+def launch(supervisor, request, message, free, lease, received_at: float | None = None) -> bool:
+    """Launch as dispatch does, the message received at *received_at* (monotonic; now)."""
     launcher = supervisor.dispatch.launcher
-    launcher.received_at = supervisor.clock.monotonic()
+    launcher.received_at = supervisor.clock.monotonic() if received_at is None else received_at
     return launcher.launch(request, message, free, lease)
 
 
@@ -47,12 +47,15 @@ class TestLaunch:
     def test_a_leased_job_starts_in_the_first_free_slot(self, settings, wired, tmp_path,
                                                          logged):
         """The job takes ``free[0]``, runs in the pool, and its queue wait (from submission to
-        its lease) is one queue_wait data point and the job_started line."""
+        its lease) is one queue_wait data point and the job_started line, which also says
+        how long the parent took from the message's receipt to the start."""
         supervisor, backends, clock = wired
         clock.advance(60)  # the lease is taken a minute after the job was submitted
         request, message, lease = leased(settings, backends, tmp_path)
+        received_at = clock.monotonic()
+        clock.advance(0.25)
         free = [0]
-        assert launch(supervisor, request, message, free, lease) is True
+        assert launch(supervisor, request, message, free, lease, received_at) is True
         assert free == [] and supervisor.pool.free() == []
         assert supervisor.running.in_slot(0).request == request
         assert supervisor.dispatch.launcher.started == 1
@@ -62,9 +65,8 @@ class TestLaunch:
         (point,) = [line for line in lines if line.get("metric") == "queue_wait"]
         assert (point["queue_wait"], point["tenant_id"]) == (wait, "acme") and "_aws" in point
         (started,) = [line for line in lines if line.get("action") == "job_started"]
-        assert (started["job_id"], started["slot"], started["borrowed"]) == (
-            request.job_id, 0, False)
-        assert started["dispatch_ms"] >= 0
+        assert (started["job_id"], started["slot"], started["borrowed"],
+                started["dispatch_ms"]) == (request.job_id, 0, False, 250.0)
 
     def test_a_lease_a_slow_acquire_nearly_spent_is_renewed_first(self, settings, wired,
                                                                    tmp_path):

@@ -138,7 +138,7 @@ class TestParse:
 
     def test_files_outside_the_bucket_are_refused(self, backends, vet):
         """Input or output outside the worker's bucket and the tenant's prefix is invalid."""
-        with pytest.raises(InvalidMessage):
+        with pytest.raises(InvalidMessage, match="is in bucket 'someone-elses'"):
             vet.parse(received(backends, request(bucket="someone-elses").to_body()))
 
 
