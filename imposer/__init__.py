@@ -22,7 +22,9 @@ boundary, shared with the client) and the core modules ``errors``,
 Imports flow one way; ``ALLOWED_IMPORTS`` below is the rule and
 ``tests/test_architecture.py`` pins it. A pool child reaches S3 only: it may
 import ``aws.s3`` and ``aws.session`` but never ``aws.sqs``, ``aws.dynamodb``
-or ``state``.
+or ``state``. No import closes a loop between modules, not even one inside a
+function (the same test); a lazy import is for start-up cost or an optional
+dependency only.
 """
 
 __version__ = "0.2.0"
