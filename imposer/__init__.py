@@ -17,18 +17,21 @@ How a job flows, package by package::
 Under them: ``state`` (leases, jobs, tenants tables) over ``aws`` (the only
 home of boto3), ``models`` (values that cross a process, thread or table
 boundary, shared with the client) and the core modules ``errors``,
-``settings``, ``clock``, ``logs``, ``metrics`` and ``backoff``.
+``settings`` (declared and read by ``environ``), ``clock``, ``logs``, ``metrics`` and
+``backoff``.
 
 Imports flow one way; ``ALLOWED_IMPORTS`` below is the rule and
 ``tests/test_architecture.py`` pins it. A pool child reaches S3 only: it may
 import ``aws.s3`` and ``aws.session`` but never ``aws.sqs``, ``aws.dynamodb``
-or ``state``.
+or ``state``. No import closes a loop between modules, not even one inside a
+function (the same test); a lazy import is for start-up cost or an optional
+dependency only.
 """
 
 __version__ = "0.2.0"
 
 #: Modules at the root of the package that everything may import.
-CORE = ("errors", "settings", "clock", "logs", "metrics", "backoff")
+CORE = ("errors", "settings", "environ", "clock", "logs", "metrics", "backoff")
 
 #: Package -> what it may import besides itself: other packages, ``aws.*`` modules, or
 #: "core" for the modules above. ``*`` means anything. The client shares only models.

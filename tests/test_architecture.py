@@ -1,4 +1,4 @@
-"""The package layout is the architecture: imports flow only the allowed way."""
+"""The package layout is the architecture: imports flow only the allowed way, never round a loop."""
 
 from __future__ import annotations
 
@@ -30,12 +30,14 @@ def is_module(dotted: str) -> bool:
     return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
 
 
-def imports_of(path: Path) -> list[tuple[int, str]]:
-    """Every imposer module *path* imports, at any depth (lazy imports count too)."""
+def imports_of(path: Path, source: str | None = None) -> list[tuple[int, str]]:
+    """Every imposer module *path* imports, at any depth (lazy imports count too); or
+    *source* does, read as if it were *path*'s."""
     package = module_name(path) if path.name == "__init__.py" else \
         module_name(path).rpartition(".")[0]
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    text = path.read_text() if source is None else source
+    for node in ast.walk(ast.parse(text, str(path))):
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names if a.name.startswith("imposer")]
         elif isinstance(node, ast.ImportFrom):
@@ -67,6 +69,32 @@ def violations(paths) -> list[str]:
                 for line, target in imports_of(path)
                 if target != "imposer" and not allowed(module, target)]
     return bad
+
+
+def import_graph(paths) -> dict[str, set[str]]:
+    """Module -> the imposer modules it imports anywhere in its code (in a function too)."""
+    return {module_name(path): {t for _, t in imports_of(path) if t != "imposer"}
+            for path in paths}
+
+
+def loops(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other round a loop, each sorted.
+
+    A module is in a loop when it reaches itself; its group is every module
+    it reaches that reaches it back. A few hundred modules: plain searches do.
+    """
+    reach = {}
+    for start in graph:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module not in seen:
+                seen.add(module)
+                todo += graph.get(module, ())
+        reach[start] = seen
+    groups = {tuple(sorted(m for m in reach[start] if start in reach.get(m, ())))
+              for start in graph if start in reach[start]}
+    return [list(group) for group in sorted(groups)]
 
 
 class TestImportDirections:
@@ -110,3 +138,27 @@ class TestImportDirections:
                                           "imposer.client._probe_for_test -> imposer.errors"]
         finally:
             fake.unlink()
+
+
+class TestNoImportLoops:
+    def test_no_module_imports_round_a_loop(self):
+        """No imposer module reaches itself through imports, a function's import included."""
+        assert loops(import_graph(sorted(ROOT.rglob("*.py")))) == []
+
+    def test_a_function_level_import_that_closes_a_loop_fails(self):
+        """An import inside a function that closes a loop is caught: the pool child's task
+        importing back from the loop that runs it (the loop hidden that way once)."""
+        graph = import_graph(sorted(ROOT.rglob("*.py")))
+        task = ROOT / "child" / "task.py"
+        probe = "def impose():\n    from imposer.child.main import child_main\n"
+        graph[module_name(task)] |= {t for _, t in imports_of(task, probe)}
+        assert ["imposer.child.main", "imposer.child.task"] in loops(graph)
+
+    def test_a_lazy_import_that_closes_no_loop_is_allowed(self):
+        """A function-level import for start-up cost or an optional dependency is fine while
+        nothing it reaches imports back."""
+        graph = import_graph(sorted(ROOT.rglob("*.py")))
+        task = ROOT / "child" / "task.py"
+        probe = "def impose():\n    from imposer.engine.pdftoolbox import run_tool\n"
+        graph[module_name(task)] |= {t for _, t in imports_of(task, probe)}
+        assert loops(graph) == []

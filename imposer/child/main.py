@@ -6,13 +6,12 @@ task's storage adapter); the queue and the lease state belong to the parent.
 
 from __future__ import annotations
 
-import contextlib
-import resource
 import signal
 import sys
-from typing import Iterator
 
 from imposer import logs
+from imposer.child import task
+from imposer.child.fence import Fence
 from imposer.settings import Settings
 
 
@@ -25,9 +24,6 @@ def child_main(conn, settings: Settings, deadline=None) -> None:
     # SIGTERM unwinds, so the tool wrapper's cleanup kills pdfToolbox's tree.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     logs.setup(settings.log_level)  # JSON lines, like the parent's: one log stream to grep
-    from imposer.child import task
-    from imposer.child.fence import Fence
-
     fence = None
     if deadline is not None:
         fence = Fence(deadline)
@@ -43,24 +39,3 @@ def child_main(conn, settings: Settings, deadline=None) -> None:
         conn.send(runner.run(spec))
         if runner.spent:  # after a MemoryError, a fresh process is safer than this one
             return
-
-
-@contextlib.contextmanager
-def ceiling(megabytes: float) -> Iterator[None]:
-    """Cap this process's address space at *megabytes* while the block runs.
-
-    Only around the open engine's imposition, which runs in this process (a
-    bomb fails there with MemoryError, which the engine reports as too_large);
-    downloads and uploads, whose threads need stacks, run without it, and
-    pdfToolbox's own process tree is watched by the psutil RSS watchdog
-    instead. The hard limit never changes, so the soft one comes back up.
-    """
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = int(megabytes * 1024 * 1024)
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from imposer.aws.s3 import Storage
+from imposer.child.ceiling import ceiling
 from imposer.child.fence import Fence
 from imposer.errors import (
     InvalidMessage,
@@ -196,7 +197,6 @@ class TaskRunner:
                 workdir: Path) -> dict[str, Any]:
         req = spec.request
         if self.settings.engine == "open":
-            from imposer.child.main import ceiling
             from imposer.engine import impose
 
             with ceiling(self.settings.memory_limit_mb):

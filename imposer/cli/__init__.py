@@ -2,9 +2,10 @@
 
 ``worker`` holds what a host runs (``run``, ``sweep``, ``init``, ``local``),
 ``operator`` an operator's levers and live state (``leases``, ``tenants``,
-``webhooks``), ``reports`` their questions (``jobs``, ``why``, ``stats``,
-``capacity``, ``fetch``), ``tools`` what sits beside the worker (``submit``,
-``demo``) and ``engine`` the open engine on its own
+``webhooks``), ``jobs`` the questions about a job (``jobs``, ``why``,
+``fetch``), ``reports`` those about the fleet (``stats``, ``capacity``),
+``simulate`` the what-if replay, ``tools`` what sits beside the worker
+(``submit``, ``demo``) and ``engine`` the open engine on its own
 (``layouts``, ``impose``). ``common`` has the shared options, ``failures``
 the one table that turns an error into a line and an exit code. Every
 setting is also an IMPOSER_* environment variable; an option given on the
@@ -51,11 +52,11 @@ def main() -> None:
 
 
 def _register() -> None:
-    from imposer.cli import doctor, engine, operator, reports, simulate, tools, worker
+    from imposer.cli import doctor, engine, jobs, operator, reports, simulate, tools, worker
 
     for command in (worker.run, worker.sweep, worker.init, worker.local,
-                    operator.leases, operator.tenants, operator.webhooks, reports.jobs,
-                    reports.why, reports.stats, reports.capacity, reports.fetch, tools.submit,
+                    operator.leases, operator.tenants, operator.webhooks, jobs.jobs,
+                    jobs.why, reports.stats, reports.capacity, jobs.fetch, tools.submit,
                     tools.demo, engine.layouts_command, engine.impose_command, doctor.doctor,
                     simulate.simulate):
         main.add_command(command)

@@ -2,15 +2,14 @@
 
 The workload is the jobs table's last ``--since`` (28 days by default), a JSONL export
 of `imposer jobs --export`, or a generated one (``--synthetic``). Every
-combination of the variant options is one row; ``capacity_outlook`` is what
-`imposer capacity` prints when its rule says "at capacity".
+combination of the variant options is one row (``imposer.sim.formatting`` prints
+them); ``policy_of`` is also the base of what `imposer capacity` prints when
+its rule says "at capacity" (``reports.capacity_outlook``).
 """
 
 from __future__ import annotations
 
 import json
-import time
-from typing import Callable, Sequence
 
 import click
 
@@ -27,8 +26,6 @@ from imposer.settings import Settings
 
 #: Monday 2024-01-01 08:00 UTC: synthetic workloads start at the top of a working day.
 SYNTHETIC_ORIGIN = 1704096000.0
-#: Tenants shown in the per-tenant table (all of them are in --json).
-TENANT_ROWS = 20
 #: Largest host, slot or cap count a variant may have.
 MAX_COUNT = 10_000
 #: Largest export `--from-export` reads (about four million job records).
@@ -219,6 +216,8 @@ def simulate(settings: Settings, since, days, export, synthetic, median, sigma, 
         click.echo(json.dumps({"source": source, "jobs": len(jobs),
                                "variants": [r.to_dict() for r in rows]}, indent=2))
         return
+    from imposer.sim.formatting import format_rows
+
     for line in format_rows(rows, source, base):
         click.echo(line)
     if chart_path:
@@ -260,111 +259,3 @@ def _from_tables(settings: Settings, seconds: float):
     calls = sum(session.CALLS.snapshot().values()) - before
     source = f"jobs table, last {format_seconds(seconds)} ({calls} AWS calls to read)"
     return list(window.jobs), window.hosts, window.caps, now, source
-
-
-def format_rows(rows, source: str, base) -> list[str]:
-    """The variants table, then p50/p95 waits per tenant and variant."""
-    from imposer.reports.formatting import format_seconds as s
-    from imposer.sim.variants import SEARCH_LIMIT
-
-    first = rows[0].figures
-    tenants = len(first.per_tenant)
-    shares = any(r.figures.policy.sharing for r in rows)
-    lines = [f"workload      {first.jobs} jobs of {tenants} tenant(s) from {source}",
-             f"heavy         {', '.join(first.heavy_tenants) or '-'} (more than an equal share "
-             "of run time); the others are quiet",
-             f"settings      park {s(base.park_seconds)}, deferral {s(base.defer_seconds)}, "
-             f"retry {s(base.retry_seconds)} x {base.max_attempts} attempts, "
-             f"{'fair-queue' if base.fair_queues else 'strict'} delivery, AWS call "
-             f"{1000 * base.call_seconds:g} ms, receive {1000 * base.receive_seconds:g} ms, "
-             f"long poll {s(base.poll_seconds)}"
-             + ("; tier caps " + ", ".join(f"{t}={c}" for t, c in base.caps) if base.caps
-                else ""),
-             "",
-             f"{'#':>2} {'HOSTS':>5} {'SLOTS':>5} {'CAP':>3} {'BORROW':>6} "
-             + (f"{'SHARE':>16} " if shares else "") +
-             f"{'UTIL':>5} "
-             f"{'>3MIN':>6} {'QUIET P50/P95':>15} {'HEAVY P50/P95':>15} {'BUSIEST DAY':>18} "
-             f"{'MIN SLOTS':>9}  VERDICT"]
-    for n, row in enumerate(rows, 1):
-        f, p = row.figures, row.figures.policy
-        lend = f"r{p.reserve}" if p.borrow else "off"
-        day = f"{f.busiest_day[5:]} {s(f.busiest_makespan)}" if f.busiest_day else "-"
-        least = "-" if not row.searched else (str(row.min_slots) if row.min_slots
-                                              else f">{SEARCH_LIMIT * p.slots}")
-        share = ""
-        if shares:
-            share = f"{share_label(p):>16} "
-        lines.append(
-            f"{n:>2} {p.hosts:>5} {p.slots:>5} {p.cap:>3} {lend:>6} {share}{f.utilisation:>5.0%} "
-            f"{f.slow_share:>6.1%} {s(f.quiet.p50) + '/' + s(f.quiet.p95):>15} "
-            f"{s(f.heavy.p50) + '/' + s(f.heavy.p95):>15} {day:>18} {least:>9}  "
-            f"{f.verdict.text}" + (f" ({f.paused} paused)" if f.paused else ""))
-    names = sorted(first.per_tenant, key=lambda t: -first.per_tenant[t].jobs)
-    lines += ["", "p50/p95 wait per tenant and variant"
-              + (f" (the {TENANT_ROWS} busiest; --json has all)" if len(names) > TENANT_ROWS
-                 else ""),
-              f"{'TENANT':16} {'JOBS':>6} " + " ".join(f"{'#' + str(n):>15}"
-                                                       for n in range(1, len(rows) + 1))]
-    for tenant in names[:TENANT_ROWS]:
-        cells = []
-        for row in rows:
-            w = row.figures.per_tenant.get(tenant)
-            cells.append(f"{s(w.p50) + '/' + s(w.p95):>15}" if w else f"{'-':>15}")
-        lines.append(f"{tenant[:16]:16} {first.per_tenant[tenant].jobs:>6} " + " ".join(cells))
-    lines += ["", "UTIL is busy slot time from the first arrival to the last end; >3MIN the "
-              "share of starts that waited longer than the licence rule's threshold; MIN SLOTS "
-              "the fewest slots per host at which the rule stops saying at capacity."
-              + (" SHARE: fair share's usage half-life and weights (others weigh 1), or off."
-                 if shares else "")]
-    return lines
-
-
-def share_label(policy) -> str:
-    """``off``, or the half-life and the weights: ``1h a=3,b=2``."""
-    from imposer.reports.formatting import format_seconds
-
-    if not policy.sharing:
-        return "off"
-    weights = ",".join(f"{t}={w:g}" for t, w in policy.weights)
-    return f"{format_seconds(policy.half_life)} {weights or 'equal'}"[:16]
-
-
-def capacity_outlook(settings: Settings, backends, rows: Sequence, verdict, now: float,
-                     echo: Callable[[str], None], extra: int = 4) -> list[dict]:
-    """Replay the window with 1..*extra* more slots per host; print how long waits would drop."""
-    import attrs
-
-    from imposer.reports.formatting import format_seconds
-    from imposer.sim.sources import read_window
-    from imposer.sim.variants import Runner
-
-    from imposer.reports.history import HostHour
-
-    since = now - verdict.thresholds.window_seconds
-    # the verdict read only its own fields; the replay needs the tenants of each hour too
-    rows = [HostHour.from_item(i) for i in backends.rollups.read(since, now)]
-    window = read_window(backends.jobs, backends.tenants, rows, since=since, until=now)
-    echo("")
-    if not window.jobs:
-        echo("imposer simulate: no job records in the window to replay")
-        return []
-    slots = max(window.hosts.values(), default=settings.slots)
-    hosts = max(1, len(window.hosts))
-    base = policy_of(settings, caps=window.caps, hosts=hosts, slots=slots)
-    runner = Runner(window.jobs, thresholds=verdict.thresholds, now=now)
-    started = time.perf_counter()
-    out = []
-    for more in range(extra + 1):
-        f, _ = runner.figures(attrs.evolve(base, slots=slots + more))
-        out.append({"slots_per_host": slots + more, "slow_share": f.slow_share,
-                    "verdict": f.verdict.text})
-    threshold = format_seconds(verdict.thresholds.wait_seconds)
-    echo(f"imposer simulate: the window's {len(window.jobs)} jobs replayed on {hosts} host(s) "
-         f"with more slots ({time.perf_counter() - started:.1f}s)")
-    echo(f"{'SLOTS/HOST':>10}  {'WAITED > ' + threshold:>16}  {'CUT':>9}  VERDICT")
-    for n, o in enumerate(out):
-        cut = "(as now)" if n == 0 else f"-{100 * (out[0]['slow_share'] - o['slow_share']):.1f} pts"
-        echo(f"{o['slots_per_host']:>10}  {o['slow_share']:>16.1%}  {cut:>9}  {o['verdict']}")
-    echo("(see `imposer simulate --slots ...` for caps, borrowing and hosts side by side)")
-    return out

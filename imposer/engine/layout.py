@@ -189,8 +189,6 @@ class Layout:
     @property
     def pdftoolbox_variables(self) -> dict[str, str]:
         """Return the pdfToolbox variables with their ``{placeholders}`` filled in."""
-        from imposer.engine.templates import template_values
-
         values = template_values(self)
         return {k: v.format_map(values) for k, v in self.pdftoolbox.variables.items()}
 
@@ -226,3 +224,33 @@ class Layout:
         if self.pdftoolbox != PdfToolbox():
             data["pdftoolbox"] = attrs.asdict(self.pdftoolbox)
         return {k: v for k, v in data.items() if v is not None}
+
+
+def template_values(layout: Layout) -> dict[str, str]:
+    """Return the values a pdfToolbox variable template may use, as strings."""
+    s, g, m = layout.sheet, layout.grid, layout.margins
+    values = {
+        "name": layout.name or "",
+        "kind": layout.kind.value,
+        "duplex": layout.duplex,
+        "page_box": layout.page_box,
+        "sheet": s.size or "custom",
+        "orientation": "landscape" if s.width > s.height else "portrait",
+        "sheet_width_mm": fmt(mm(s.width)),
+        "sheet_height_mm": fmt(mm(s.height)),
+        "sheet_width_pt": fmt(s.width),
+        "sheet_height_pt": fmt(s.height),
+        "bleed_mm": fmt(mm(layout.bleed)),
+        "bleed_pt": fmt(layout.bleed),
+        "gutter_x_mm": fmt(mm(layout.gutter.x)),
+        "gutter_y_mm": fmt(mm(layout.gutter.y)),
+        "margin_top_mm": fmt(mm(m.top)),
+        "margin_right_mm": fmt(mm(m.right)),
+        "margin_bottom_mm": fmt(mm(m.bottom)),
+        "margin_left_mm": fmt(mm(m.left)),
+        "marks": "true" if layout.marks else "false",
+        "signature_sheets": str(layout.signature_sheets or ""),
+    }
+    if g is not None:
+        values.update(cols=str(g.cols), rows=str(g.rows))
+    return values

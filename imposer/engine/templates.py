@@ -1,45 +1,16 @@
 """Placeholders of pdfToolbox variable templates, filled from a layout.
 
 ``{bleed_mm}`` and the rest let one spec drive both engines: the wrapper passes
-each filled template as ``--setvariable=NAME:VALUE``.
+each filled template as ``--setvariable=NAME:VALUE``. The values come from
+the layout itself (``engine.layout.template_values``); here is which names a spec
+may use and how a template is read.
 """
 
 from __future__ import annotations
 
 import string
 
-from imposer.engine.layout import Grid, Kind, Layout, Sheet
-from imposer.engine.units import fmt, mm
-
-
-def template_values(layout: Layout) -> dict[str, str]:
-    """Return the values a pdfToolbox variable template may use, as strings."""
-    s, g, m = layout.sheet, layout.grid, layout.margins
-    values = {
-        "name": layout.name or "",
-        "kind": layout.kind.value,
-        "duplex": layout.duplex,
-        "page_box": layout.page_box,
-        "sheet": s.size or "custom",
-        "orientation": "landscape" if s.width > s.height else "portrait",
-        "sheet_width_mm": fmt(mm(s.width)),
-        "sheet_height_mm": fmt(mm(s.height)),
-        "sheet_width_pt": fmt(s.width),
-        "sheet_height_pt": fmt(s.height),
-        "bleed_mm": fmt(mm(layout.bleed)),
-        "bleed_pt": fmt(layout.bleed),
-        "gutter_x_mm": fmt(mm(layout.gutter.x)),
-        "gutter_y_mm": fmt(mm(layout.gutter.y)),
-        "margin_top_mm": fmt(mm(m.top)),
-        "margin_right_mm": fmt(mm(m.right)),
-        "margin_bottom_mm": fmt(mm(m.bottom)),
-        "margin_left_mm": fmt(mm(m.left)),
-        "marks": "true" if layout.marks else "false",
-        "signature_sheets": str(layout.signature_sheets or ""),
-    }
-    if g is not None:
-        values.update(cols=str(g.cols), rows=str(g.rows))
-    return values
+from imposer.engine.layout import Grid, Kind, Layout, Sheet, template_values
 
 
 #: Every placeholder a template may name (cols and rows need a fixed grid).

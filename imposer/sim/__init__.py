@@ -19,6 +19,7 @@ rules the worker applies, on any number of hosts and slots, in a second.
                at each release, and who of the tenants waiting gets a free slot
     state      AWS calls per step, the codes of events and states, a host's record
     policy     one variant: the fleet and its settings (``Policy``)
+    rules      the worker's decisions a run is given (``WORKER``: worker.policy's own)
     schedule   what a run returns: every attempt, each job's fate, the counts
     metrics    one variant's figures: utilisation, waits per tenant, quiet vs
                heavy, the busiest day's makespan, the licence rule's verdict

@@ -28,7 +28,6 @@ from imposer.sim.state import (
     VISIBLE_NOW,
     Host,
 )
-from imposer.worker import policy as rules
 
 
 class Delivery:
@@ -95,7 +94,7 @@ class Delivery:
     def _ask(self, host: Host) -> None:
         """``Receiver.ask``: one receive, for a message per free slot and room for parking."""
         host.rx_token += 1
-        host.rx, host.rx_want = RX_ASKED, rules.receive_size(len(host.free), host.parks)
+        host.rx, host.rx_want = RX_ASKED, self.rules.receive_size(len(host.free), host.parks)
         host.rx_short = bool(host.owed)  # owing a hand-off, it asks without a long poll
         self.counts["receives"] += 1
         self.counts["calls"] += CALLS["receive"]

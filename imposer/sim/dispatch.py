@@ -12,7 +12,6 @@ from __future__ import annotations
 import heapq
 
 from imposer.sim.state import CALLS, MEMO_SECONDS, PARKED, VISIBLE, WAITING, Host
-from imposer.worker import policy as rules
 
 #: Under perfect delivery (no park window), how long a message the share rule held stays
 #: parked unless a hand-off starts it first.
@@ -58,7 +57,7 @@ class Dispatch:
             if count < 2:
                 continue
             yield from self._acquire(host, tenant)
-            if rules.may_take_own_slot(self.inflight[tenant] + count - 1, self.cap[tenant]):
+            if self.rules.may_take_own_slot(self.inflight[tenant] + count - 1, self.cap[tenant]):
                 for job in jobs[:count]:
                     self._start(job, host, False)
                     taken.add(job)
@@ -86,7 +85,7 @@ class Dispatch:
                 continue
             if known_capped:
                 own = False  # known at cap: no transaction
-            elif rules.may_take_own_slot(self.inflight[tenant], cap) and \
+            elif self.rules.may_take_own_slot(self.inflight[tenant], cap) and \
                     not self._share_allows(tenant, host.clock):
                 # held below its cap, another being further below its share: the view
                 # read with the cap says so, and the transaction's condition would
@@ -94,7 +93,7 @@ class Dispatch:
                 continue
             else:
                 yield from self._acquire(host, tenant)
-                own = rules.may_take_own_slot(self.inflight[tenant], cap)
+                own = self.rules.may_take_own_slot(self.inflight[tenant], cap)
                 if not own and cap > 0:
                     self._known_capped(host, tenant)
             if own:
@@ -106,10 +105,10 @@ class Dispatch:
                 progress |= self._wait(job, cap, host)
         for job in candidates:  # lend_idle_slots: after the batch's own starts
             tenant = self.tenant[job]
-            if rules.why_not_borrow(p.borrow, len(free), p.reserve, tenant,
+            if self.rules.why_not_borrow(p.borrow, len(free), p.reserve, tenant,
                                     self._blockers()) is None:
                 yield from self._acquire(host, tenant)
-                if not rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
+                if not self.rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
                     self._start(job, host, True)
                     self.counts["borrowed"] += 1
                     progress = True
@@ -165,5 +164,5 @@ class Dispatch:
     def _blockers(self) -> list[str]:
         """Tenants below their cap with work waiting, as the borrow view sees them."""
         return [t for t, n in self.blocking.items()
-                if n and rules.may_take_own_slot(self.inflight[t], self.cap[t])]
+                if n and self.rules.may_take_own_slot(self.inflight[t], self.cap[t])]
 

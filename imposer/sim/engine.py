@@ -9,8 +9,9 @@ receive brought (start, park, defer or lend for each message, as
 ``imposer.worker.dispatch.dispatcher`` does), pay the hand-offs owed if it brought
 nothing (``Refiller.wake_idle``), and ask for a message per free slot and
 as many more as the batch parked (``receive_size``). Every decision is a
-call into ``imposer.worker.policy``: the cap (``may_take_own_slot``), the
-borrow rule (``why_not_borrow``), the hand-off and its owed payment
+call into ``imposer.worker.policy`` (``rules.WORKER``, unless a run is given
+other ``Rules``): the cap (``may_take_own_slot``), the borrow rule
+(``why_not_borrow``), the hand-off and its owed payment
 (``may_hand_off``), the receive's size (``receive_size``), the order of
 hand-offs (``own_first``), send order (``oldest_first``), retry backoff
 (``retry_delay``) and dead-lettering (``is_dead``); with a usage half-life
@@ -62,6 +63,7 @@ from imposer.sim.dispatch import Dispatch
 from imposer.sim.handoff import HandOffs
 from imposer.sim.parent import Parent
 from imposer.sim.policy import Policy
+from imposer.sim.rules import WORKER, Rules
 from imposer.sim.schedule import Attempt, Schedule
 from imposer.sim.shares import Shares
 from imposer.sim.state import (
@@ -88,21 +90,22 @@ from imposer.sim.state import (
     Host,
 )
 from imposer.sim.workload import SimJob
-from imposer.worker import policy as rules
 
-__all__ = ["CALLS", "MEMO_SECONDS", "NOTES_READ", "RECEIVE_MAX", "Attempt", "Policy",
-           "Schedule", "rules", "simulate"]
+__all__ = ["CALLS", "MEMO_SECONDS", "NOTES_READ", "RECEIVE_MAX", "WORKER", "Attempt", "Policy",
+           "Rules", "Schedule", "simulate"]
 
 
-def simulate(jobs: Sequence[SimJob], policy: Policy, boot: Sequence[float] = ()) -> Schedule:
-    """Replay *jobs* under *policy* and return every attempt.
+def simulate(jobs: Sequence[SimJob], policy: Policy, boot: Sequence[float] = (),
+             rules: Rules = WORKER) -> Schedule:
+    """Replay *jobs* under *policy*, deciding by *rules* (the worker's), and return every
+    attempt.
 
     *boot*: when each host's parent starts, per host (the others at 0). Hosts
     that start together split a burst between them; one that starts later
     finds a tenant's cap already held by the first, and which way a real
     fleet goes is a draw.
     """
-    fleet = _Fleet(jobs, policy)
+    fleet = _Fleet(jobs, policy, rules)
     for host, at in zip(fleet.hosts, boot):
         host.clock = at
     return fleet.run()
@@ -119,13 +122,13 @@ class _Fleet(Parent, Dispatch, HandOffs, Delivery, Shares):
     through its own events beside its parent's passes.
     """
 
-    def __init__(self, jobs: Sequence[SimJob], policy: Policy) -> None:
-        self.jobs, self.policy = tuple(jobs), policy
+    def __init__(self, jobs: Sequence[SimJob], policy: Policy, rules: Rules = WORKER) -> None:
+        self.jobs, self.policy, self.rules = tuple(jobs), policy, rules
         n = len(self.jobs)
         self.tenant = [j.tenant for j in self.jobs]
         self.cap = {t: policy.cap_of(t) for t in set(self.tenant)}
         # Send order: a tenant's jobs keep their submission order, as the queue's do.
-        order = rules.oldest_first(range(n), lambda i: (self.jobs[i].arrival, i))
+        order = self.rules.oldest_first(range(n), lambda i: (self.jobs[i].arrival, i))
         self.seq = [0] * n
         for rank, i in enumerate(order):
             self.seq[i] = rank

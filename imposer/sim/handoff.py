@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import heapq
 
-from imposer.sim.state import CALLS, PARKED, RX_NONE, Host
-from imposer.worker import policy as rules
+from imposer.sim.state import CALLS, NOTES_READ, PARKED, RX_NONE, Host
 
 
 class HandOffs:
@@ -32,8 +31,8 @@ class HandOffs:
     def _look_first(self, host: Host, tenant: str, free: int):
         """``promise_slot``'s look, before the release: None if it makes none, else
         whether the queue held nothing another tenant could start."""
-        if rules.may_hand_off(free) or host.rx != RX_NONE or \
-                not rules.may_hand_off(free, True) or not self._parked(tenant) or \
+        if self.rules.may_hand_off(free) or host.rx != RX_NONE or \
+                not self.rules.may_hand_off(free, True) or not self._parked(tenant) or \
                 not self._parked_lately(host, tenant):
             return None
         return (yield from self._look(host, tenant, free))
@@ -58,15 +57,15 @@ class HandOffs:
             if tenant is None or not self._parked(tenant):
                 return  # nobody waits parked: the slot is the receive's
         free = len(host.free)
-        if rules.may_hand_off(free):
+        if self.rules.may_hand_off(free):
             yield from self._hand_off(host, tenant, with_release=True)
             return
-        if host.rx == RX_NONE and rules.may_hand_off(free, True) and \
+        if host.rx == RX_NONE and self.rules.may_hand_off(free, True) and \
                 self._parked_lately(host, tenant):
             if not self._parked(tenant):  # ``promise_slot`` read its notes: none
                 yield from self._hand_off(host, tenant, with_release=True)
                 return
-            if looked is not None and rules.may_hand_off(free, queue_empty=looked):
+            if looked is not None and self.rules.may_hand_off(free, queue_empty=looked):
                 yield from self._hand_off(host, tenant, with_release=True)
                 return
         host.owed[tenant] = min(self.policy.slots, host.owed.get(tenant, 0) + 1)
@@ -77,7 +76,7 @@ class HandOffs:
         owed = host.owed
         for tenant in list(owed):
             while owed.get(tenant):
-                if not rules.may_hand_off(len(host.free), queue_empty=True):
+                if not self.rules.may_hand_off(len(host.free), queue_empty=True):
                     if host.free:  # the rule says no even now: nothing to wait for
                         owed.pop(tenant, None)
                     break
@@ -99,7 +98,7 @@ class HandOffs:
 
     def _turns(self, host: Host, prefer: str | None = None) -> list[str]:
         p = self.policy
-        return rules.borrow_turns(p.borrow, len(host.free), p.reserve,
+        return self.rules.borrow_turns(p.borrow, len(host.free), p.reserve,
                                   self._borrowers(host, prefer), self._blockers())
 
     def _lend(self, host: Host, prefer: str | None = None, with_release: bool = False):
@@ -139,7 +138,7 @@ class HandOffs:
         host.clock += self.policy.receive_seconds / 2
         if self._behind(host):
             yield  # SQS has it: it takes what is visible then
-        batch = self._take(rules.receive_size(free, host.parks))
+        batch = self._take(self.rules.receive_size(free, host.parks))
         host.clock += self.policy.receive_seconds / 2
         host.looked.extend(batch)
         memo = self.policy.memo
@@ -167,13 +166,13 @@ class HandOffs:
                 yield
         notes = self.notes.get(tenant)
         read = []
-        while notes and len(read) < rules.NOTES_READ:
+        while notes and len(read) < NOTES_READ:
             note = heapq.heappop(notes)
             if self._live(note):  # a note taken, or back in the queue, is gone
                 read.append(note)
         for note in read:
             heapq.heappush(notes, note)
-        read = rules.own_first(read, lambda note: self.parked_by[note[3]] == host.index)
+        read = self.rules.own_first(read, lambda note: self.parked_by[note[3]] == host.index)
         if read and not cached:  # (``HandOff.notes``)
             host.parked_seen[tenant] = host.clock
         elif not cached:
@@ -190,13 +189,13 @@ class HandOffs:
             if not self._live(note):
                 continue  # another host took it meanwhile: the next one
             if borrow:  # (refused below the cap: its own slot is handed over elsewhere)
-                if rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]) or \
+                if self.rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]) or \
                         not host.free:
                     return False
                 self._start(note[3], host, True)
                 self.counts["borrowed"] += 1
                 return True
-            if not rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
+            if not self.rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
                 self._known_capped(host, tenant)
                 return False
             self._start(note[3], host, False)  # its note goes stale: no count moves

@@ -22,7 +22,6 @@ from imposer.sim.state import (
     WAITING,
     Host,
 )
-from imposer.worker import policy as rules
 
 
 class Parent:
@@ -121,10 +120,10 @@ class Parent:
         delay = None
         if fate == "retry":
             self.failures[job] += 1
-            if rules.is_dead(self.failures[job], p.max_attempts):
+            if self.rules.is_dead(self.failures[job], p.max_attempts):
                 fate = "dead"
             else:
-                delay = rules.retry_delay(p.retry_seconds, self.failures[job])
+                delay = self.rules.retry_delay(p.retry_seconds, self.failures[job])
         elif fate == "requeue":
             delay = p.defer_seconds
         self._spend(host, CALLS[fate] - 1 - (fate in ("retry", "dead")))

@@ -16,7 +16,7 @@ Borrowing keeps its own rules. Off (half-life 0), nothing here runs.
 from __future__ import annotations
 
 from imposer.sim.state import Host
-from imposer.worker import policy as rules
+from imposer.worker.policy import TenantShare
 
 #: A tenant one of whose messages a receive brought this recently is taken to have more
 #: work waiting in the queue, until a receive comes back empty.
@@ -50,7 +50,7 @@ class Shares:
     def _usage(self, tenant: str, now: float) -> float:
         """Decayed licence-seconds of the tenant at *now*, its running jobs' time included."""
         count, starts = self.running[tenant]
-        return rules.usage_at(self.usage_terms[tenant], now, self.policy.half_life) + \
+        return self.rules.usage_at(self.usage_terms[tenant], now, self.policy.half_life) + \
             max(0.0, count * now - starts)
 
     def _began(self, job: int, now: float) -> None:
@@ -66,10 +66,10 @@ class Shares:
         run[0] -= 1
         run[1] -= self.started[job]
         if self.sharing:
-            charge = rules.forward_charge(now - self.started[job], now, self.policy.half_life)
-            self.usage_terms[tenant] = rules.fold(self.usage_terms[tenant], *charge)
+            charge = self.rules.forward_charge(now - self.started[job], now, self.policy.half_life)
+            self.usage_terms[tenant] = self.rules.fold(self.usage_terms[tenant], *charge)
 
-    def _share_view(self, now: float, asking: str | None = None) -> list[rules.TenantShare]:
+    def _share_view(self, now: float, asking: str | None = None) -> list[TenantShare]:
         """What the rule knows: tenants running or waiting, usage now, parked work waiting."""
         out = []
         for tenant in self.cap:
@@ -77,7 +77,7 @@ class Shares:
                 now - self.demand.get(tenant, -DEMAND_SECONDS) < DEMAND_SECONDS
             if not waiting and not self.running[tenant][0]:
                 continue
-            out.append(rules.TenantShare(tenant=tenant, weight=self.weight[tenant],
+            out.append(TenantShare(tenant=tenant, weight=self.weight[tenant],
                                          cap=self.cap[tenant], inflight=self.inflight[tenant],
                                          usage=self._usage(tenant, now), waiting=waiting))
         return out
@@ -87,14 +87,14 @@ class Shares:
         with fair share off."""
         if not self.sharing:
             return True
-        return rules.may_start(tenant, self._share_view(now, tenant), self.policy.slots_total)
+        return self.rules.may_start(tenant, self._share_view(now, tenant), self.policy.slots_total)
 
     def _saw(self, tenant: str, now: float) -> None:
         self.demand[tenant] = now
 
     def _share_choice(self, now: float) -> str | None:
         """The tenant with parked work that a free slot goes to now."""
-        return rules.next_tenant(self._share_view(now), self.policy.slots_total)
+        return self.rules.next_tenant(self._share_view(now), self.policy.slots_total)
 
     def _share_fill(self, host: Host):
         """Free slots to the parked work of the tenants furthest below their share."""

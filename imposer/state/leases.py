@@ -7,11 +7,13 @@ same TransactWriteItems, so ``inflight`` always equals the live leases; the
 ``ver`` lets a repair prove nothing moved while it looked. With fair share on
 (``share_half_life``), a third kind, ``usage#<tenant>``, holds the tenant's
 forward-decayed licence-seconds, charged by the release that ends each job.
+
+The transactions are here, their items in ``lease_items``; reading the table
+and repairing a counter in ``lease_book``, which ``LeaseStore`` extends.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import uuid
 from typing import Any, Sequence
@@ -23,18 +25,12 @@ from imposer.aws.tables import TableSpec
 from imposer.clock import Clock, SystemClock
 from imposer.errors import AcquireUncertain, BackendError, LeaseLost, MissingResource
 from imposer.logs import extra
-from imposer.models import (
-    JobRequest,
-    JobStatus,
-    Lease,
-    Received,
-    TenantCounter,
-    counter_key,
-)
+from imposer.models import JobRequest, JobStatus, Lease, Received
 from imposer.models.usage import forward_charge
 from imposer.state import lease_items
 from imposer.state.jobs import JobStore
-from imposer.state.lease_items import request_token, usage_terms
+from imposer.state.lease_book import LeaseBook
+from imposer.state.lease_items import request_token
 from imposer.state.tenants import TenantStore
 from imposer.state.verdicts import Acquisition, Successor, Verdict, why_refused
 
@@ -46,14 +42,13 @@ def table_spec(name: str) -> TableSpec:
     return TableSpec(name=name, hash_key="pk")
 
 
-class LeaseStore:
-    """Acquire, renew, release and reclaim leases."""
+class LeaseStore(LeaseBook):
+    """Acquire, renew, release and reclaim leases (and read them: ``LeaseBook``)."""
 
     def __init__(self, dynamo: Dynamo, leases_table: str, jobs: JobStore,
                  tenants: TenantStore, ttl: float, clock: Clock | None = None,
                  share_half_life: float = 0.0) -> None:
-        self.dynamo = dynamo
-        self.table = leases_table
+        super().__init__(dynamo, leases_table)
         self.jobs = jobs
         self.jobs_table = jobs.table
         self.tenants = tenants
@@ -239,12 +234,6 @@ class LeaseStore:
                 *forward_charge(used, finished, self.share_half_life)))
         return items
 
-    def usage(self) -> dict[str, dict[int, float]]:
-        """Every tenant's forward-decayed usage terms (one small item per tenant that ran
-        under fair share), tenant -> era -> amount."""
-        items = self.dynamo.scan(self.table, "begins_with(pk, :p)", {":p": "usage#"})
-        return {i["tenant_id"]: usage_terms(i) for i in items if "tenant_id" in i}
-
     def released(self, lease: Lease, status: JobStatus) -> bool:
         """Say whether the job record shows *lease*'s own release to *status* committed.
 
@@ -295,46 +284,3 @@ class LeaseStore:
         except LeaseLost:
             return False
         return True
-
-    # -- reading and repair ------------------------------------------------
-    def leases(self) -> list[Lease]:
-        """Return every live lease (the table holds only live work and tenants' counters)."""
-        found = []
-        for item in self.dynamo.scan(self.table, "begins_with(pk, :p)", {":p": "lease#"}):
-            try:
-                found.append(Lease.from_item(item))
-            except (KeyError, TypeError, ValueError):
-                logger.error("ignoring a malformed lease item %s", item.get("pk"),
-                             extra=extra("lease_malformed"))
-        return sorted(found, key=lambda lease: (lease.tenant_id, lease.acquired_at))
-
-    def counters(self) -> dict[str, TenantCounter]:
-        items = self.dynamo.scan(self.table, "begins_with(pk, :p)", {":p": "counter#"})
-        return {i["tenant_id"]: TenantCounter.from_item(i) for i in items}
-
-    def repair(self, tenant: str | None = None) -> dict[str, tuple[int, int]]:
-        """Set counters that disagree with their live leases; return {tenant: (was, now)}.
-
-        Counters are read before leases, and each fix is conditioned on the
-        counter's ``ver`` being unchanged, so a concurrent acquire or release
-        makes the fix a no-op instead of a corruption. Own (capped) and
-        borrowed leases are counted apart; the figures returned are their sums.
-        """
-        counters = {t: c for t, c in self.counters().items() if tenant in (None, t)}
-        live = collections.Counter((lease.tenant_id, lease.borrowed) for lease in self.leases())
-        fixed = {}
-        for name, counter in counters.items():
-            own, lent = live[(name, False)], live[(name, True)]
-            have_own, have_lent = counter.inflight, counter.borrowed
-            if (own, lent) == (have_own, have_lent):
-                continue
-            ok = self.dynamo.update(
-                self.table, {"pk": counter_key(name)},
-                "SET inflight = :n, borrowed = :b ADD ver :one",
-                values={":n": own, ":b": lent, ":one": 1, ":v": counter.ver},
-                condition="ver = :v")
-            if ok:
-                fixed[name] = (have_own + have_lent, own + lent)
-                logger.warning("repaired counter of %s: %s+%s borrowed -> %s+%s", name, have_own,
-                               have_lent, own, lent, extra=extra("counter_repaired", name))
-        return fixed

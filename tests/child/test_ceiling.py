@@ -17,7 +17,7 @@ import pikepdf
 CHILD = r"""
 import json, resource, sys
 import psutil
-from imposer.child.main import ceiling
+from imposer.child.ceiling import ceiling
 from imposer.engine import impose
 
 big, small, out, headroom = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])

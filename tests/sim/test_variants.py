@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
+
 import attrs
 import pytest
 
-from imposer.sim import engine
 from imposer.sim.engine import Policy, simulate
+from imposer.sim.rules import WORKER, Rules
 from imposer.sim.variants import Grid, Runner
 from imposer.sim.workload import SimJob
 from imposer.worker import policy as rules
@@ -55,12 +57,13 @@ class TestSmallestSlots:
 
 
 class TestSharedRules:
-    """The simulator decides with the worker's own functions, so it cannot drift from them."""
+    """The simulator decides with the worker's own functions, so it cannot drift from them;
+    a run given another rule (a ``Rules`` value, nothing patched) decides with that one."""
 
     WORK = [SimJob(tenant="a", arrival=0, run=10), SimJob(tenant="a", arrival=0, run=10),
             SimJob(tenant="b", arrival=1, run=30)]
 
-    def test_the_hand_off_rule_is_the_workers(self, monkeypatch):
+    def test_the_hand_off_rule_is_the_workers(self):
         """Change the worker's hand-off rule and the simulated schedule changes with it.
 
         A receive takes 1 s here, so a's first job starts at 1 and ends at 11
@@ -72,58 +75,62 @@ class TestSharedRules:
         """
         policy = Policy(slots=2, cap=1, poll_seconds=4, receive_seconds=1.0)
         before = simulate(self.WORK, policy).first_start
-        monkeypatch.setattr(rules, "may_hand_off", lambda free, queue_empty=False: free >= 1)
-        eager = simulate(self.WORK, policy).first_start
-        monkeypatch.setattr(rules, "may_hand_off", lambda free, queue_empty=False: False)
-        never = simulate(self.WORK, policy).first_start
+        eager = simulate(self.WORK, policy, rules=attrs.evolve(
+            WORKER, may_hand_off=lambda free, queue_empty=False: free >= 1)).first_start
+        never = simulate(self.WORK, policy, rules=attrs.evolve(
+            WORKER, may_hand_off=lambda free, queue_empty=False: False)).first_start
         assert (before[1], eager[1]) == (12, 11) and never[1] >= 300
 
-    def test_the_cap_check_is_the_workers(self, monkeypatch):
+    def test_the_cap_check_is_the_workers(self):
         """A cap rule that lets one more job in shows up as one more job at once."""
-        monkeypatch.setattr(rules, "may_take_own_slot",
-                            lambda inflight, cap: cap > 0 and inflight <= cap)
+        looser = attrs.evolve(WORKER,
+                              may_take_own_slot=lambda inflight, cap: cap > 0 and inflight <= cap)
         s = simulate([SimJob(tenant="a", arrival=0, run=10) for _ in range(4)],
-                     Policy(slots=4, cap=1).perfect())
+                     Policy(slots=4, cap=1).perfect(), rules=looser)
         assert s.first_start == (0, 0, 10, 10)
 
-    def test_retry_backoff_and_dead_lettering_are_the_workers(self, monkeypatch):
-        """The retry delay and the dead-letter test come from worker.policy."""
-        monkeypatch.setattr(rules, "retry_delay", lambda base, failures: 1.0)
-        monkeypatch.setattr(rules, "is_dead", lambda failures, most: failures >= 2)
+    def test_retry_backoff_and_dead_lettering_are_the_workers(self):
+        """The retry delay and the dead-letter test come from the rules a run is given."""
+        other = attrs.evolve(WORKER, retry_delay=lambda base, failures: 1.0,
+                             is_dead=lambda failures, most: failures >= 2)
         s = simulate([SimJob(tenant="a", arrival=0, run=10, fates=("retry",))],
-                     Policy(retry_seconds=100, max_attempts=9))
+                     Policy(retry_seconds=100, max_attempts=9), rules=other)
         assert [a.start for a in s.attempts] == [0, 11] and s.status == ("dead",)
 
-    def test_the_engine_imports_the_worker_module(self):
-        """The module the engine calls is the worker's policy, not a copy."""
-        assert engine.rules is rules
+    def test_the_default_rules_are_the_workers_functions(self):
+        """Every rule a simulation decides with by default is worker.policy's own function,
+        not a copy."""
+        assert inspect.signature(simulate).parameters["rules"].default is WORKER
+        for field in attrs.fields(Rules):
+            assert getattr(WORKER, field.name) is getattr(rules, field.name), field.name
 
-    def test_the_order_of_hand_offs_is_the_workers(self, monkeypatch):
+    def test_the_order_of_hand_offs_is_the_workers(self):
         """Reverse the worker's order of a tenant's parked notes and the parked jobs
         start in reverse: the simulator hands off in the order ``own_first`` gives."""
         work = [SimJob(tenant="a", arrival=i, run=10, job_id=f"j{i}") for i in range(4)]
         policy = Policy(slots=4, cap=1)
         order = [j for _, j in sorted(zip(simulate(work, policy).first_start, "0123"))]
-        monkeypatch.setattr(rules, "own_first", lambda notes, mine: list(reversed(notes)))
-        reverse = [j for _, j in sorted(zip(simulate(work, policy).first_start, "0123"))]
+        backwards = attrs.evolve(WORKER, own_first=lambda notes, mine: list(reversed(notes)))
+        reverse = [j for _, j in sorted(zip(simulate(work, policy, rules=backwards).first_start,
+                                            "0123"))]
         assert order == ["0", "1", "2", "3"] and reverse == ["0", "3", "2", "1"]
 
-    def test_the_receive_size_is_the_workers(self, monkeypatch):
+    def test_the_receive_size_is_the_workers(self):
         """Room for parking: one free slot, cap 1, twelve jobs. Each receive asks for the
         slot and as many more as the last batch parked: 2, 2, 3, 4, then 5 of which one
         is left, then an empty poll (6). Without the room, one receive per message (12)."""
         work = [SimJob(tenant="a", arrival=0, run=10) for _ in range(12)]
         policy = Policy(slots=2, cap=1)
         roomy = simulate(work, policy).counts
-        monkeypatch.setattr(rules, "receive_size", lambda free, parked: min(free, 10))
-        tight = simulate(work, policy).counts
+        tight = simulate(work, policy, rules=attrs.evolve(
+            WORKER, receive_size=lambda free, parked: min(free, 10))).counts
         assert roomy["parked"] == tight["parked"] == 11
         assert (roomy["receives"], tight["receives"]) == (6, 12)
 
     @pytest.mark.parametrize("name", ["may_take_own_slot", "why_not_borrow", "may_hand_off",
                                       "own_first", "oldest_first", "retry_delay", "is_dead",
                                       "receive_size"])
-    def test_every_rule_is_called(self, monkeypatch, name):
+    def test_every_rule_is_called(self, name):
         """Each of the worker's eight rules is called by a simulation that needs it."""
         calls = []
         real = getattr(rules, name)
@@ -132,8 +139,8 @@ class TestSharedRules:
             calls.append(name)
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(rules, name, spy)
         work = [SimJob(tenant="a", arrival=0, run=10, fates=("retry", "succeeded"))
                 for _ in range(4)] + [SimJob(tenant="b", arrival=1, run=5)]
-        simulate(work, Policy(slots=4, cap=1, borrow=True, reserve=1))
+        simulate(work, Policy(slots=4, cap=1, borrow=True, reserve=1),
+                 rules=attrs.evolve(WORKER, **{name: spy}))
         assert calls

@@ -12,7 +12,7 @@ from imposer.errors import AcquireUncertain, LeaseLost, TransientBackendError
 from imposer.models import JobStatus, Received, TenantConfig
 from imposer.state.leases import Successor, Verdict
 from imposer.state.waiting import Parked
-from imposer.worker.threads.sweep import reclaim_host, sweep
+from imposer.worker.threads.sweep import sweep
 from imposer.worker.wiring import connect
 from tests.fixtures.jobs import record_of, request
 
@@ -237,30 +237,7 @@ class TestFencing:
         assert sweep(backends.leases, backends.metrics).reclaimed == ()
 
 
-class TestSweep:
-    def test_only_expired_leases_reclaimed(self, backends, clock):
-        """Sweep reclaims expired leases only and counts lease_recovered per tenant and host."""
-        old = backends.leases.acquire(request("acme"), "h1", 0).lease
-        clock.advance(backends.settings.lease_ttl_seconds / 2)
-        young = backends.leases.acquire(request("globex"), "h2", 0).lease
-        clock.advance(backends.settings.lease_ttl_seconds / 2 + 0.1)
-        report = sweep(backends.leases, backends.metrics)
-        assert [l.job_id for l in report.reclaimed] == [old.job_id]
-        assert backends.leases.leases() == [young]
-        assert backends.metrics.total("lease_recovered", tenant_id="acme", host="h1") == 1
-        assert backends.metrics.total("lease_recovered", tenant_id="globex") == 0
-        record = record_of(backends, old.job_id)
-        assert record.status == JobStatus.QUEUED and "expired" in record.wait_reason
-
-    def test_two_sweepers_reclaim_once(self, backends, clock):
-        """A second sweep finds nothing: a lease is reclaimed and decremented once."""
-        backends.leases.acquire(request(), "h", 0)
-        clock.advance(backends.settings.lease_ttl_seconds + 1)
-        other = connect(backends.settings, clock=clock)
-        assert len(sweep(backends.leases, backends.metrics).reclaimed) == 1
-        assert len(sweep(other.leases, other.metrics).reclaimed) == 0
-        assert backends.leases.counters()["acme"].inflight == 0
-
+class TestRepair:
     def test_repair_fixes_drifted_counter(self, backends):
         """A counter that disagrees with its live leases is set right."""
         backends.leases.acquire(request(), "h", 0)
@@ -268,16 +245,6 @@ class TestSweep:
                                "SET inflight = :n", {":n": 3})
         assert backends.leases.repair() == {"acme": (3, 1)}
         assert backends.leases.counters()["acme"].inflight == 1
-
-    def test_restart_reclaims_own_host_at_once(self, backends):
-        """A restarting host takes back its own live leases without waiting for expiry."""
-        mine = backends.leases.acquire(request(), "me", 0).lease
-        theirs = backends.leases.acquire(request(), "other", 0).lease
-        got = reclaim_host(backends.leases, backends.metrics, "me")
-        assert [l.job_id for l in got] == [mine.job_id]
-        assert backends.leases.leases() == [theirs]
-        assert backends.leases.counters()["acme"].inflight == 1
-
 
 def _racer(settings, tenants, cycles, host, results):
     """Acquire and release as fast as possible; report (acquired, at_cap)."""

@@ -5,9 +5,6 @@ from __future__ import annotations
 import datetime
 import socket
 import ssl
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -22,6 +19,7 @@ from imposer.webhooks.delivery import (
     encode,
 )
 from imposer.webhooks.urlguard import WebhookRefused, check_url, host_allowed
+from tests.fixtures.webhooks import ScriptedReceiver, receiver  # noqa: F401 (fixture)
 
 SECRET = "tenant-secret"
 EVENT = build_event(job_id="job-1", tenant_id="acme", token="order-42", status=JobStatus.SUCCEEDED,
@@ -36,34 +34,6 @@ def resolver(*addresses: str, calls: list | None = None):
         return [(socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "",
                  (a, port)) for a in addresses]
     return resolve
-
-
-class _Handler(BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.requests.append((dict(self.headers.items()), body, time.monotonic()))
-        code = self.server.codes.pop(0) if self.server.codes else 200
-        self.send_response(code)
-        if 300 <= code < 400:
-            self.send_header("Location", "http://169.254.169.254/latest/meta-data/")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def receiver():
-    """A real HTTP server on 127.0.0.1 answering with scripted status codes."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.codes, server.requests = [], []
-    server.url = f"http://127.0.0.1:{server.server_port}/hook"
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 def _certificates(tmp_path, name: str):
@@ -106,17 +76,11 @@ def _certificates(tmp_path, name: str):
 def tls_receiver(tmp_path):
     """An HTTPS server on 127.0.0.1 holding a certificate for hooks.acme.test."""
     ca_pem, cert, key = _certificates(tmp_path, "hooks.acme.test")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.codes, server.requests = [], []
     server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_context.load_cert_chain(cert, key)
-    server.socket = server_context.wrap_socket(server.socket, server_side=True)
-    server.trust = ssl.create_default_context(cadata=ca_pem)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with ScriptedReceiver(tls=server_context).serving() as server:
+        server.trust = ssl.create_default_context(cadata=ca_pem)
+        yield server
 
 
 @pytest.fixture

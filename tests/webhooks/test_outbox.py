@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -20,34 +18,10 @@ from imposer.webhooks.outbox import OutboxSender
 from imposer.worker.wiring import connect
 from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.jobs import record_of, request
+from tests.fixtures.webhooks import receiver  # noqa: F401 (fixture)
 from tests.fixtures.workers import wait_for
 
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.requests.append((dict(self.headers.items()), body))
-        code = self.server.codes.pop(0) if self.server.codes else 200
-        self.send_response(code)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def receiver():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.codes, server.requests = [], []
-    server.url = f"http://127.0.0.1:{server.server_port}/hook"
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 def sender_for(backends, schedule=(5, 300)):
@@ -83,7 +57,7 @@ class TestOutbox:
         """An event written by a host that died is found through the index and delivered."""
         req, event = finish_with_webhook(backends, receiver.url)
         assert sender_for(backends).pass_once() == 1
-        ((headers, body),) = receiver.requests
+        ((headers, body, _),) = receiver.requests
         assert json.loads(body)["job_id"] == req.job_id
         assert backends.outbox.get(event.event_id).status == "delivered"
         assert list(backends.outbox.listed()) == []

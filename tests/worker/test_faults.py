@@ -29,6 +29,7 @@ from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.jobs import record_of
 from tests.fixtures.pdfs import numbered_pdf
 from tests.fixtures.workers import FAKE, Worker, layout, submit_jobs, wait_for
+from tests.fixtures.workers import workers  # noqa: F401 (fixture)
 
 
 def tool_processes(job_id: str) -> list[psutil.Process]:
@@ -298,14 +299,6 @@ class TestOneDeadLetterPerMessage:
         self.reject(supervisor, backends)
         assert [d["imposer_dead_letter_id"] for d in dead_letters(settings)] == [
             f"message/{message_id}"]
-
-
-@pytest.fixture
-def workers():
-    started: list[Worker] = []
-    yield started
-    for w in started:
-        w.close()
 
 
 @pytest.mark.slow

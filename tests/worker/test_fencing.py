@@ -16,15 +16,8 @@ import pytest
 from imposer.models import JobStatus
 from tests.fixtures.jobs import record_of
 from tests.fixtures.workers import Worker, layout, submit_jobs, wait_for
+from tests.fixtures.workers import workers  # noqa: F401 (fixture)
 from tests.worker.test_faults import tool_processes
-
-
-@pytest.fixture
-def workers():
-    started: list[Worker] = []
-    yield started
-    for w in started:
-        w.close()
 
 
 def closed_port() -> int:

@@ -14,16 +14,9 @@ from imposer.models import JobStatus, TenantConfig
 from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.jobs import record_of
 from tests.fixtures.workers import Worker, calls_by_job, layout, submit_jobs, wait_for
+from tests.fixtures.workers import workers  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def workers():
-    started: list[Worker] = []
-    yield started
-    for w in started:
-        w.close()
 
 
 def statuses(backends, ids):
