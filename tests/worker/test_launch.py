@@ -38,9 +38,9 @@ def leased(settings, backends, tmp_path, slot: int = 0):
 
 def launch(supervisor, request, message, free, lease, received_at: float | None = None) -> bool:
     """Launch as dispatch does, the message received at *received_at* (monotonic; now)."""
-    launcher = supervisor.dispatch.launcher
-    launcher.received_at = supervisor.clock.monotonic() if received_at is None else received_at
-    return launcher.launch(request, message, free, lease)
+    return supervisor.dispatch.launcher.launch(
+        request, message, free, lease,
+        received_at=supervisor.clock.monotonic() if received_at is None else received_at)
 
 
 class TestLaunch:
