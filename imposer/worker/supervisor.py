@@ -198,7 +198,8 @@ class Supervisor:
         """Once per read of the waiting view: start parked jobs that no hand-off reached, and
         lend idle slots to capped tenants' parked jobs when borrowing is on."""
         with guard(None):
-            self.refill.redrive(self.pool.free(), self.drain.is_set, self.intake.empty_poll)
+            self.refill.redrive(self.pool.free(), self.drain.is_set, self.intake.empty_poll,
+                                self.intake.look)
 
     def fill_free_slots(self) -> None:
         """Dispatch what the receiver brought; ask for more (one per free slot, and room

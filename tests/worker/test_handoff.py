@@ -589,6 +589,29 @@ class TestTheLastFreeSlot:
             assert record_of(backends, quiet).status is JobStatus.SUCCEEDED
             assert backends.leases.counters()["acme"].inflight == 1
 
+    def test_a_redrive_leaves_the_last_slot_to_a_tenant_that_sent_since(self, settings,
+                                                                         tmp_path):
+        """acme's job ends in the last free slot while initech's message waits (the look
+        brought it, no fill has dispatched it): the redrive of the next view read, though
+        the last receive found the queue empty, leaves acme's parked job parked, and the
+        next fill starts initech's job in the slot (a redrive used to give it to acme)."""
+        with last_slot_held(settings, tmp_path) as (supervisor, backends, gate, first, parked):
+            (quiet,) = submit_jobs(supervisor.settings, tmp_path, "initech", 1,
+                                   layout(fake_sleep=1))
+            gate.touch()
+            wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
+                              record_of(backends, first).status is JobStatus.SUCCEEDED)[-1],
+                     60, "acme's first job to settle")
+            assert len(supervisor.pool.free()) == 1
+            supervisor.intake.empty_poll = True  # the last receive found the queue empty
+            supervisor.borrowing.refresh()  # a new read of the waiting view: acme below cap
+            assert "acme" in supervisor.borrowing.view().below_cap
+            supervisor.redrive_parked()
+            assert record_of(backends, parked).status is JobStatus.QUEUED
+            supervisor.fill_free_slots()
+            assert record_of(backends, quiet).status is JobStatus.RUNNING
+            assert record_of(backends, parked).status is JobStatus.QUEUED
+
     def test_a_tenant_with_nothing_parked_costs_no_look_and_no_read(self, settings,
                                                                     tmp_path):
         """globex's job (nothing of globex ever parked) ends in the last free slot: its

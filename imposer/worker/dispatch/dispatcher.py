@@ -202,11 +202,10 @@ class Dispatcher:
             limit = None
             if self.sharing:
                 self.shares.seen(tenant)
-                first = self.shares.yields_to(tenant, self.handoff.parked_tenants())
+                first, limit = self.shares.decide(tenant, self.handoff.parked_tenants())
                 if first is not None:
                     self.deferral.hold(request, message, first)
                     return False
-                limit = self.shares.limit(tenant)
             acq = self.leases.acquire(request, self.host_id, slot, message.sent_at,
                                       message.receipt, limit=limit)
             if acq.verdict == Verdict.AT_CAP:

@@ -177,28 +177,33 @@ class SharePolicy:
                 usage=used, waiting=tenant in waiting))
         return out
 
-    def yields_to(self, tenant: str, parked: Iterable[str] = (),
-                  ending: str | None = None) -> str | None:
-        """The tenant *tenant* leaves a free slot to now, or None if it may take it.
+    def decide(self, tenant: str, parked: Iterable[str] = (),
+               ending: str | None = None) -> tuple[str | None, int | None]:
+        """Both of fair share's answers for *tenant* from one read of the standing: the
+        tenant it leaves a free slot to now (None: it may take it) and its acquire's bound
+        (``limit``). (None, None) with fair share off.
 
         *ending*: the epoch of a job of this host about to be released, whose slot
         is the one asked about (a promise made before its release): it holds no
         slot of its tenant's in this decision, as after the release.
         """
         if not self.enabled:
-            return None
-        shares = self.standing(tenant, parked, ending)
-        if policy.may_start(tenant, shares, self.view().slots):
-            return None
-        return policy.yields_to(tenant, shares, self.view().slots) or tenant
+            return None, None
+        shares, slots = self.standing(tenant, parked, ending), self.view().slots
+        bound = next(t.inflight for t in shares if t.tenant == tenant) + 1
+        if policy.may_start(tenant, shares, slots):
+            return None, bound
+        return policy.yields_to(tenant, shares, slots) or tenant, bound
+
+    def yields_to(self, tenant: str, parked: Iterable[str] = (),
+                  ending: str | None = None) -> str | None:
+        """The tenant *tenant* leaves a free slot to now, or None if it may take it."""
+        return self.decide(tenant, parked, ending)[0]
 
     def limit(self, tenant: str) -> int | None:
         """The counter's bound for *tenant*'s acquire: the slots the decision counted plus
         one, so a slot another host gave it meanwhile refuses this one. None: fair share off."""
-        if not self.enabled:
-            return None
-        shares = {t.tenant: t for t in self.standing(tenant)}
-        return shares[tenant].inflight + 1
+        return self.decide(tenant)[1]
 
     def choice(self, parked: Iterable[str], exclude: Iterable[str] = ()) -> str | None:
         """Which tenant with parked work (this host's, or queued anywhere) a free slot goes

@@ -101,8 +101,9 @@ class Intake:
         False, without looking, while a receive is outstanding or backing off.
         What the look brought is dispatched by the next ``fill``, after the
         settlements of this pass: a message another tenant can start takes
-        the slot the look was for. The settling *tenant*'s own messages do
-        not count: its oldest parked job comes before them.
+        the slot the look was for; so does one an earlier look brought that
+        no ``fill`` dispatched yet. The asking *tenant*'s own messages do not
+        count: its oldest parked job comes before them.
         """
         if self.receiver.busy or self.clock.monotonic() < self.paused_until:
             return False
@@ -117,7 +118,7 @@ class Intake:
             self._looked_at = self.clock.monotonic()
         self._looked.extend(messages)
         return all(m.group_id == tenant or self.dispatch.known_cap(m.group_id) is not None
-                   for m in messages if m.group_id is not None)
+                   for m in self._looked if m.group_id is not None)
 
     def take_looked(self) -> list[Received]:
         """On stop: what a look brought and no ``fill`` dispatched yet (to give back)."""

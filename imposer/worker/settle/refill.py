@@ -171,24 +171,24 @@ class Refiller:
         borrowers.update(self.borrowing.view().at_cap)
         return borrowers
 
-    def redrive(self, free: list[int], stopping: Callable[[], bool],
-                queue_empty: bool) -> None:
+    def redrive(self, free: list[int], stopping: Callable[[], bool], queue_empty: bool,
+                look: Callable[[str], bool] | None = None) -> None:
         """Once per read of the waiting view: start parked jobs no hand-off reached.
 
-        A tenant below its cap with queued work may have parked jobs that a
-        failed release, hand-over or read of its notes left waiting for
-        their park window: each is started here (within the cap, under the
-        hand-off rule, ``policy.may_hand_off``). Then idle slots are lent to
-        capped tenants' parked jobs (``lend``). Costs nothing while nobody
-        waits; a tenant whose queued work is in the queue, not parked, costs
-        one read of its notes per interval.
+        Parked jobs that a failed release, hand-over or read of the notes left
+        waiting are started here, within the cap, under ``policy.may_hand_off``;
+        the host's last free slot only if the last receive found the queue
+        empty (*queue_empty*) and a *look* now finds nothing another tenant
+        could start (one that sent since is not passed over). Then idle slots
+        are lent (``lend``). Costs nothing while nobody waits.
         """
         view = self.borrowing.view()
         if view.generation == self._redriven or stopping():
             return
         self._redriven = view.generation
         for tenant in view.below_cap:
-            while free and not stopping() and policy.may_hand_off(len(free), queue_empty):
+            while free and not stopping() and policy.may_hand_off(len(free), queue_empty and (
+                    policy.may_hand_off(len(free)) or look is not None and look(tenant))):
                 if self.dispatch.known_cap(tenant) is not None or \
                         not self._hand_off(tenant, free):
                     break
