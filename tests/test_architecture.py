@@ -162,3 +162,26 @@ class TestNoImportLoops:
         probe = "def impose():\n    from imposer.engine.pdftoolbox import run_tool\n"
         graph[module_name(task)] |= {t for _, t in imports_of(task, probe)}
         assert loops(graph) == []
+
+
+#: The longest a module of imposer may grow before it is split along a seam of its own.
+MAX_LINES = 300
+
+
+def too_long(paths, limit: int = MAX_LINES) -> list[str]:
+    return [f"{p.relative_to(ROOT.parent)}: {n} lines" for p in paths
+            if (n := len(p.read_text().splitlines())) > limit]
+
+
+class TestModuleSize:
+    def test_no_module_is_over_the_limit(self):
+        """Every module of imposer fits in MAX_LINES lines: one owner, readable in a sitting."""
+        assert too_long(sorted(ROOT.rglob("*.py"))) == []
+
+    def test_a_module_over_the_limit_is_named(self):
+        """The check names a module one line over, and passes one at the limit."""
+        longest = max(sorted(ROOT.rglob("*.py")), key=lambda p: len(p.read_text().splitlines()))
+        lines = len(longest.read_text().splitlines())
+        assert too_long([longest], lines - 1) == [
+            f"{longest.relative_to(ROOT.parent)}: {lines} lines"]
+        assert too_long([longest], lines) == []
