@@ -342,6 +342,21 @@ def last_slot_held(settings, tmp_path):
             other.touch()
 
 
+@contextlib.contextmanager
+def looked_at_the_last_slot(settings, tmp_path):
+    """As ``last_slot_held``, with initech's job sent and acme's first job settled in the
+    host's last free slot: the look before its release brought initech's message, which no
+    fill has dispatched yet."""
+    with last_slot_held(settings, tmp_path) as (supervisor, backends, gate, first, parked):
+        (quiet,) = submit_jobs(supervisor.settings, tmp_path, "initech", 1,
+                               layout(fake_sleep=1))
+        gate.touch()
+        wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
+                          record_of(backends, first).status is JobStatus.SUCCEEDED)[-1],
+                 60, "acme's first job to settle")
+        yield supervisor, backends, first, parked, quiet
+
+
 def settle_until_started(supervisor, job_id: str, what: str) -> None:
     wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
                       job_id in {j.request.job_id for j in supervisor.running.running()})[-1],
@@ -566,13 +581,8 @@ class TestTheLastFreeSlot:
         look brings it, the release is a plain one, initech's job takes the slot and acme
         is owed the hand-off, paid when a slot is free and the queue empty again."""
         logging.getLogger("imposer").propagate = True
-        with last_slot_held(settings, tmp_path) as (supervisor, backends, gate, first, parked):
-            (quiet,) = submit_jobs(supervisor.settings, tmp_path, "initech", 1,
-                                   layout(fake_sleep=1))
-            gate.touch()
-            wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
-                              record_of(backends, first).status is JobStatus.SUCCEEDED)[-1],
-                     60, "acme's first job to settle")
+        with looked_at_the_last_slot(settings, tmp_path) as (supervisor, backends, first,
+                                                             parked, quiet):
             assert record_of(backends, parked).status is JobStatus.QUEUED
             assert supervisor.refill.owes, "acme is owed the hand-off"
             supervisor.clock.advance(0.5)  # the rest of the pass, before the next fill
@@ -595,13 +605,8 @@ class TestTheLastFreeSlot:
         brought it, no fill has dispatched it): the redrive of the next view read, though
         the last receive found the queue empty, leaves acme's parked job parked, and the
         next fill starts initech's job in the slot (a redrive used to give it to acme)."""
-        with last_slot_held(settings, tmp_path) as (supervisor, backends, gate, first, parked):
-            (quiet,) = submit_jobs(supervisor.settings, tmp_path, "initech", 1,
-                                   layout(fake_sleep=1))
-            gate.touch()
-            wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
-                              record_of(backends, first).status is JobStatus.SUCCEEDED)[-1],
-                     60, "acme's first job to settle")
+        with looked_at_the_last_slot(settings, tmp_path) as (supervisor, backends, first,
+                                                             parked, quiet):
             assert len(supervisor.pool.free()) == 1
             supervisor.intake.empty_poll = True  # the last receive found the queue empty
             supervisor.borrowing.refresh()  # a new read of the waiting view: acme below cap
