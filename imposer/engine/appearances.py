@@ -228,7 +228,7 @@ def _ink(pdf, annot, form) -> bool | None:
     return _markup(pdf, annot, ops, [pt for p in paths for pt in p], width)
 
 
-def _shape(ellipse: bool):
+def _shape(oval: bool):
     """Build Square or Circle: /Rect less half the border (and /RD), stroked /C, filled /IC."""
     def build(pdf, annot, form) -> bool | None:
         rect = rect_of(annot)
@@ -246,7 +246,7 @@ def _shape(ellipse: bool):
             return None
         paint = "B" if fill and stroke and width else ("f" if fill else "S")
         ops = [op for op in (stroke, fill) if op] + [f"{num(width)} w", dash]
-        if ellipse:
+        if oval:
             ops.append(ellipse(x0, y0, x1, y1) + f" {paint}")
         else:
             ops.append(f"{num(x0)} {num(y0)} {num(x1 - x0)} {num(y1 - y0)} re {paint}")

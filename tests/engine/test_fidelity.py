@@ -268,6 +268,21 @@ class TestAnnotations:
         # the black bar under the marker stays black: the highlight multiplies, not covers
         assert count(plate, BLACK) >= 0.8 * count(source, BLACK) > 100
 
+    def test_circle_without_appearance_prints(self, tmp_path, poppler):
+        """A Circle annotation with no /AP prints its ellipse as poppler shows the source."""
+        src, out = tmp_path / "in.pdf", tmp_path / "out.pdf"
+        pdf = page_pdf(src, b"")
+        pdf.pages[0].obj.Annots = Array([pdf.make_indirect(Dictionary(
+            Type=Name.Annot, Subtype=Name.Circle, F=4, C=[0, 1, 0], BS=Dictionary(W=4),
+            Rect=[60, 100, 260, 300]))])
+        pdf.save(src)
+        summary = impose(load_layout(one_up()), src, out)
+        source, plate = render(src), render(out)
+        assert summary.warnings == ()
+        assert count(source, GREEN) > 100
+        assert count(plate, GREEN) >= 0.8 * count(source, GREEN)
+        assert colour_at(plate, ORIGIN[0] + 160, ORIGIN[1] + 200) == WHITE, "stroked, not filled"
+
     def test_review_tool_page_highlights_print(self, tmp_path, poppler):
         """A review tool's page of real text: its highlights and ink (no /AP) print over the
         words, and only the note is named."""
