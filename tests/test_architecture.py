@@ -185,3 +185,36 @@ class TestModuleSize:
         assert too_long([longest], lines - 1) == [
             f"{longest.relative_to(ROOT.parent)}: {lines} lines"]
         assert too_long([longest], lines) == []
+
+
+
+def reserved_log_fields(paths) -> list[tuple[str, int, str]]:
+    """Every ``extra(...)`` call that names a LogRecord attribute, as (file, line, field):
+    logging raises KeyError ("Attempt to overwrite ...") at that call, so the line is lost
+    and its caller fails."""
+    import logging
+
+    reserved = set(logging.LogRecord("n", 0, "p", 0, "m", (), None).__dict__)
+    reserved |= {"message", "asctime"}
+    bad = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "extra":
+                bad += [(path.name, node.lineno, k.arg) for k in node.keywords
+                        if k.arg in reserved]
+    return bad
+
+
+class TestLogFields:
+    def test_no_log_call_names_a_record_attribute(self):
+        """No structured log line of imposer names a field logging reserves (``thread``,
+        ``name``, ``message`` ...): such a line raises instead of being written."""
+        assert reserved_log_fields(sorted(ROOT.rglob("*.py"))) == []
+
+    def test_a_reserved_field_is_caught(self, tmp_path):
+        """The check names a call passing ``thread=`` (as check_health once did) and lets
+        ``thread_name=`` pass."""
+        probe = tmp_path / "probe.py"
+        probe.write_text('extra("thread_died", thread="sweep")\n'
+                         'extra("thread_died", thread_name="sweep")\n')
+        assert reserved_log_fields([probe]) == [("probe.py", 1, "thread")]

@@ -167,7 +167,7 @@ class Supervisor:
         for thread in self.threads + [self.receiver] * (self.receiver.ident is not None):
             if not thread.is_alive():
                 logger.critical("%s thread is gone; stopping", thread.name,
-                                extra=extra("thread_died", thread=thread.name))
+                                extra=extra("thread_died", thread_name=thread.name))
                 self.exit_code = Exit.THREAD_DIED
                 self.fast.set()
 
