@@ -199,7 +199,7 @@ class Supervisor:
         lend idle slots to capped tenants' parked jobs when borrowing is on."""
         with guard(None):
             self.refill.redrive(self.pool.free(), self.drain.is_set, self.intake.empty_poll,
-                                self.intake.look)
+                                self.intake.nothing_waiting)
 
     def fill_free_slots(self) -> None:
         """Dispatch what the receiver brought; ask for more (one per free slot, and room

@@ -101,8 +101,7 @@ class Intake:
         False, without looking, while a receive is outstanding or backing off.
         What the look brought is dispatched by the next ``fill``, after the
         settlements of this pass: a message another tenant can start takes
-        the slot the look was for; so does one an earlier look brought that
-        no ``fill`` dispatched yet. The asking *tenant*'s own messages do not
+        the slot the look was for. The asking *tenant*'s own messages do not
         count: its oldest parked job comes before them.
         """
         if self.receiver.busy or self.clock.monotonic() < self.paused_until:
@@ -117,8 +116,17 @@ class Intake:
         if messages and not self._looked:
             self._looked_at = self.clock.monotonic()
         self._looked.extend(messages)
+        return self._none_for_others(messages, tenant)
+
+    def nothing_waiting(self, tenant: str) -> bool:
+        """``look``, and what earlier looks brought that no ``fill`` dispatched yet counts
+        too: for a slot no release of this pass freed (a redrive's), which such a message
+        would otherwise lose to *tenant*'s parked job."""
+        return self.look(tenant) and self._none_for_others(self._looked, tenant)
+
+    def _none_for_others(self, messages: list[Received], tenant: str) -> bool:
         return all(m.group_id == tenant or self.dispatch.known_cap(m.group_id) is not None
-                   for m in self._looked if m.group_id is not None)
+                   for m in messages if m.group_id is not None)
 
     def take_looked(self) -> list[Received]:
         """On stop: what a look brought and no ``fill`` dispatched yet (to give back)."""
