@@ -15,7 +15,6 @@ import click
 from imposer import logs
 from imposer.cli import failures
 from imposer.errors import ConfigError
-from imposer.models.exits import Exit
 from imposer.settings import Settings, env_help
 
 _TYPES = {int: int, float: float, str: str}

@@ -25,7 +25,6 @@ from click.testing import CliRunner
 from parliament import analyze_policy_string
 
 import imposer
-from imposer.aws import tables
 from imposer.aws.dynamodb import Dynamo
 from imposer.aws.s3 import Storage
 from imposer.aws.sqs import JobQueue

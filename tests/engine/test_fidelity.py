@@ -18,7 +18,7 @@ from pikepdf import Array, Dictionary, Name, String
 from imposer.engine import impose, load_layout
 from imposer.errors import InputPdfError, LayoutError
 from tests.engine.test_engine import A4, A5, MM, placements
-from tests.fixtures.documents import LINE_YS, pdftex_form, review_page
+from tests.fixtures.documents import pdftex_form, review_page
 
 DPI = 36
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pikepdf
-import pytest
 from pikepdf import Array, Dictionary, Name, String
 
 from imposer.engine import impose, load_layout

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import boto3
 import psutil
@@ -19,16 +18,14 @@ import pytest
 
 from imposer.aws.s3 import EPOCH_META
 from imposer.child import cleanup
-from imposer.clock import ManualClock
 from imposer.client.submit import submit
 from imposer.models import JobStatus, S3Uri, TenantConfig
 from imposer.state.outbox import event_id
-from imposer.worker.dispatch.pool import Pool
-from imposer.worker.wiring import build, connect
 from tests.fixtures.faultproxy import FaultProxy
+from tests.fixtures.parents import hand_driven
 from tests.fixtures.jobs import record_of
 from tests.fixtures.pdfs import numbered_pdf
-from tests.fixtures.workers import FAKE, Worker, layout, submit_jobs, wait_for
+from tests.fixtures.workers import Worker, layout, submit_jobs, wait_for
 from tests.fixtures.workers import workers  # noqa: F401 (fixture)
 
 
@@ -48,24 +45,6 @@ def gone(process: psutil.Process) -> bool:
         return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True  # reaped between the two looks
-
-
-def hand_driven(settings, tmp_path, endpoint=None, monkeypatch=None):
-    """A one-slot Supervisor on a hand-driven clock, its pool started, nothing else running.
-
-    With *endpoint*, the parent's AWS clients use it; the pool starts first, so
-    its children (and a forkserver started for them, which outlives the test)
-    keep reaching the stack itself.
-    """
-    clock = ManualClock(start=time.time())
-    s = settings.evolve(slots=1, engine="pdftoolbox", pdftoolbox=str(FAKE),
-                        job_timeout_seconds=60.0, work_dir=str(tmp_path / "work"))
-    pool = Pool(1, s)
-    pool.start()
-    if endpoint:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    backends = connect(s, clock=clock)
-    return build(s, backends=backends, pool=pool), backends, clock
 
 
 @pytest.fixture

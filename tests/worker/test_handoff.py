@@ -21,6 +21,11 @@ from imposer.worker.messages import Messages
 from imposer.worker.dispatch.pool import Pool
 from imposer.worker.wiring import build, connect
 from tests.fixtures.jobs import record_of, request
+from tests.fixtures.parents import (
+    last_slot_held,
+    one_running_one_parked,
+    settle_until_started,
+)
 from tests.fixtures.workers import (
     FAKE,
     Worker,
@@ -301,68 +306,6 @@ class TestHandOffAcrossHosts:
             worker.close()
 
 
-@contextlib.contextmanager
-def one_running_one_parked(settings, tmp_path, share_half_life: float = 0.0):
-    """Cap 1 on two slots: acme's first job runs (until the gate is touched), its second
-    is parked. Yields the supervisor, its backends, the gate and the two job ids."""
-    gate = tmp_path / "gate-a"
-    s = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE),
-                        lease_ttl_seconds=600.0, park_seconds=300.0,
-                        work_dir=str(tmp_path / "work"), share_half_life=share_half_life)
-    backends = connect(s, clock=ManualClock(start=time.time()))
-    backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
-    supervisor = build(s, backends=backends, pool=Pool(2, s))
-    supervisor.pool.start()
-    try:
-        first, parked = submit_jobs(s, tmp_path, "acme", 2, layout(fake_until=gate))
-        wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 1
-                          and backends.waiting.oldest("acme"))[1], 60,
-                 "one job to run and the other to be parked")
-        yield supervisor, backends, gate, first, parked
-    finally:
-        gate.touch()
-        supervisor.receiver.stop(0)
-        supervisor.pool.stop(timeout=0)
-
-
-@contextlib.contextmanager
-def last_slot_held(settings, tmp_path):
-    """As ``one_running_one_parked``, and globex's job holds the other slot (until gate-g)
-    with no receive outstanding: acme's running job will end in the host's last free slot."""
-    other = tmp_path / "gate-g"
-    with one_running_one_parked(settings, tmp_path) as (supervisor, backends, gate, first,
-                                                        parked):
-        try:
-            submit_jobs(supervisor.settings, tmp_path, "globex", 1, layout(fake_until=other))
-            wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 2
-                              and not supervisor.receiver.busy)[1], 60,
-                     "globex's job in the other slot, no receive outstanding")
-            yield supervisor, backends, gate, first, parked
-        finally:
-            other.touch()
-
-
-@contextlib.contextmanager
-def looked_at_the_last_slot(settings, tmp_path):
-    """As ``last_slot_held``, with initech's job sent and acme's first job settled in the
-    host's last free slot: the look before its release brought initech's message, which no
-    fill has dispatched yet."""
-    with last_slot_held(settings, tmp_path) as (supervisor, backends, gate, first, parked):
-        (quiet,) = submit_jobs(supervisor.settings, tmp_path, "initech", 1,
-                               layout(fake_sleep=1))
-        gate.touch()
-        wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
-                          record_of(backends, first).status is JobStatus.SUCCEEDED)[-1],
-                 60, "acme's first job to settle")
-        yield supervisor, backends, first, parked, quiet
-
-
-def settle_until_started(supervisor, job_id: str, what: str) -> None:
-    wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.settle_finished(),
-                      job_id in {j.request.job_id for j in supervisor.running.running()})[-1],
-             60, what)
-
-
 @pytest.mark.slow
 class TestRoomForParking:
     def test_beyond_the_free_slots_a_capped_tenant_is_parked_and_others_given_back(
@@ -574,48 +517,6 @@ class TestTheLastFreeSlot:
             assert record_of(backends, first).status is JobStatus.SUCCEEDED
             assert record_of(backends, parked).status is JobStatus.RUNNING
             assert backends.leases.counters()["acme"].inflight == 1
-
-    def test_a_look_that_finds_another_tenant_gives_it_the_last_slot(self, settings,
-                                                                     tmp_path, caplog):
-        """initech's job waits in the queue when acme's job ends in the last free slot: the
-        look brings it, the release is a plain one, initech's job takes the slot and acme
-        is owed the hand-off, paid when a slot is free and the queue empty again."""
-        logging.getLogger("imposer").propagate = True
-        with looked_at_the_last_slot(settings, tmp_path) as (supervisor, backends, first,
-                                                             parked, quiet):
-            assert record_of(backends, parked).status is JobStatus.QUEUED
-            assert supervisor.refill.owes, "acme is owed the hand-off"
-            supervisor.clock.advance(0.5)  # the rest of the pass, before the next fill
-            with caplog.at_level(logging.INFO, logger="imposer"):
-                supervisor.fill_free_slots()  # what the look brought is dispatched first
-            assert record_of(backends, quiet).status is JobStatus.RUNNING
-            (started,) = [r for r in caplog.records if getattr(r, "action", None) ==
-                          "job_started" and r.job_id == quiet]
-            assert started.dispatch_ms >= 500, "counted from the look that received it"
-            assert record_of(backends, parked).status is JobStatus.QUEUED
-            wait_for(lambda: (loop_pass(supervisor),
-                              record_of(backends, parked).status is JobStatus.RUNNING)[1],
-                     60, "acme's parked job, once initech's ends")
-            assert record_of(backends, quiet).status is JobStatus.SUCCEEDED
-            assert backends.leases.counters()["acme"].inflight == 1
-
-    def test_a_redrive_leaves_the_last_slot_to_a_tenant_that_sent_since(self, settings,
-                                                                         tmp_path):
-        """acme's job ends in the last free slot while initech's message waits (the look
-        brought it, no fill has dispatched it): the redrive of the next view read, though
-        the last receive found the queue empty, leaves acme's parked job parked, and the
-        next fill starts initech's job in the slot (a redrive used to give it to acme)."""
-        with looked_at_the_last_slot(settings, tmp_path) as (supervisor, backends, first,
-                                                             parked, quiet):
-            assert len(supervisor.pool.free()) == 1
-            supervisor.intake.empty_poll = True  # the last receive found the queue empty
-            supervisor.borrowing.refresh()  # a new read of the waiting view: acme below cap
-            assert "acme" in supervisor.borrowing.view().below_cap
-            supervisor.redrive_parked()
-            assert record_of(backends, parked).status is JobStatus.QUEUED
-            supervisor.fill_free_slots()
-            assert record_of(backends, quiet).status is JobStatus.RUNNING
-            assert record_of(backends, parked).status is JobStatus.QUEUED
 
     def test_a_tenant_with_nothing_parked_costs_no_look_and_no_read(self, settings,
                                                                     tmp_path):

@@ -15,7 +15,7 @@ import pytest
 from imposer.models import TenantConfig
 from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.workers import layout, submit_jobs, wait_for
-from tests.worker.test_faults import hand_driven
+from tests.fixtures.parents import hand_driven
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from imposer.worker.threads.sweep import sweep
 from tests.fixtures.jobs import record_of
 from tests.fixtures.pdfs import numbered_pdf
 from tests.fixtures.workers import layout
-from tests.worker.test_faults import hand_driven
+from tests.fixtures.parents import hand_driven
 
 
 @pytest.fixture

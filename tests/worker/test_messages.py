@@ -89,7 +89,7 @@ class TestMessages:
         back early, and says so in one info line (``message_return_skipped``)."""
         caplog.set_level(logging.INFO, logger="imposer.worker.threads.sweep")
         req = request()
-        lease = backends.leases.acquire(req, "other-host", 0, receipt="a-receipt").lease
+        backends.leases.acquire(req, "other-host", 0, receipt="a-receipt")
         clock.advance(settings.lease_ttl_seconds + 1)
         gone = JobQueue(settings.region, f"{settings.queue_name}-gone", settings.dlq_name)
         report = sweep(backends.leases, backends.metrics, "test-host",

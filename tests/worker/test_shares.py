@@ -11,7 +11,7 @@ from imposer.worker.running import RunningTable
 from imposer.worker.dispatch.shares import SharePolicy
 from imposer.worker.wiring import connect
 from tests.fixtures.jobs import record_of, request
-from tests.fixtures.workers import Worker, layout, submit_jobs, wait_for
+from tests.fixtures.workers import Worker, layout, submit_jobs
 
 HALF_LIFE = 600.0
 
