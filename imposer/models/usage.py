@@ -64,3 +64,29 @@ def fold(terms: Mapping[int, float], era: int, amount: float) -> dict[int, float
     out = {e: a for e, a in terms.items() if e >= era - 1}
     out[era] = out.get(era, 0.0) + amount
     return out
+
+
+#: How much one finished run moves a tenant's typical run length (an exponentially
+#: weighted mean: the last run weighs 0.3, the one before 0.21, ...).
+TYPICAL_WEIGHT = 0.3
+
+
+def typical_run(previous: float | None, seconds: float) -> float:
+    """A tenant's typical run length after a run of *seconds* ends (*previous*: None for
+    its first)."""
+    if previous is None:
+        return seconds
+    return previous + TYPICAL_WEIGHT * (seconds - previous)
+
+
+def running_usage(starts, now: float, typical: float = 0.0) -> float:
+    """The licence-seconds a tenant's running jobs (started at *starts*) count for now:
+    each its time so far, or its tenant's *typical* run if longer.
+
+    A job just started is counted as the licence time it is about to use, not
+    as nothing: else a tenant with long jobs, just below its share, would be
+    given a slot at each one that frees before the first of them is charged
+    (its share overshot by a few long jobs). Its release charges what it really
+    ran, and the job counts here no more.
+    """
+    return sum(max(typical, now - s) for s in starts)

@@ -79,6 +79,8 @@ class Dispatch:
             if not free:  # ``park_or_give_back``: beyond the free slots (room for parking)
                 if known_capped and cap > 0:
                     progress |= self._wait(job, cap, host)
+                elif cap > 0 and not self._share_allows(tenant, host.clock):
+                    progress |= self._wait(job, cap, host, held=True)  # held, as with a slot
                 else:
                     self._spend(host, CALLS["give_back"])
                     self._back(job)

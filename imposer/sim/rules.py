@@ -44,6 +44,9 @@ class Rules:
     usage_at: Callable = policy.usage_at
     forward_charge: Callable = policy.forward_charge
     fold: Callable = policy.fold
+    #: What a tenant's running jobs count for now, and its typical run after one ends.
+    running_usage: Callable = policy.running_usage
+    typical_run: Callable = policy.typical_run
     may_start: Callable = policy.may_start
     next_tenant: Callable = policy.next_tenant
 

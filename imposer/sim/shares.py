@@ -7,7 +7,7 @@ furthest below its weighted share among the tenants with work waiting
 here (parked, or the message in hand); each release charges the attempt's
 licence-seconds to its tenant as forward-decayed terms
 (``policy.forward_charge``), as the worker's release transaction does, and
-a running job's time so far counts as used. A freed slot the settled
+a running job counts its time so far, or its tenant's typical run if longer. A freed slot the settled
 tenant may not keep goes to the chosen tenant's parked work, and slots
 left free after a batch or an empty receive are filled the same way.
 Borrowing keeps its own rules. Off (half-life 0), nothing here runs.
@@ -40,8 +40,12 @@ class Shares:
                     self.cap[tenant] = 0
         #: tenant -> forward-decayed usage terms (era -> amount), charged at each release
         self.usage_terms: dict[str, dict[int, float]] = {t: {} for t in self.cap}
-        #: tenant -> (running attempts, the sum of their start times): their time so far
-        self.running = {t: [0, 0.0] for t in self.cap}
+        #: tenant -> {running attempt: its start}: each counts its time so far, or the
+        #: tenant's typical run if longer (``policy.running_usage``)
+        self.running: dict[str, dict[int, float]] = {t: {} for t in self.cap}
+        #: tenant -> its typical run (``policy.typical_run``; one estimate for the fleet,
+        #: where each worker keeps its own from the jobs it settles)
+        self.typical: dict[str, float] = {}
         self.started = [0.0] * len(self.jobs)
         #: tenant -> when a receive last brought one of its messages (its counter's
         #: ``seen_at``, which the acquire sets): work of it is likely still in the queue
@@ -49,25 +53,24 @@ class Shares:
 
     def _usage(self, tenant: str, now: float) -> float:
         """Decayed licence-seconds of the tenant at *now*, its running jobs' time included."""
-        count, starts = self.running[tenant]
         return self.rules.usage_at(self.usage_terms[tenant], now, self.policy.half_life) + \
-            max(0.0, count * now - starts)
+            self.rules.running_usage(self.running[tenant].values(), now,
+                                     self.typical.get(tenant, 0.0))
 
     def _began(self, job: int, now: float) -> None:
         self.started[job] = now
-        run = self.running[self.tenant[job]]
-        run[0] += 1
-        run[1] += now
+        self.running[self.tenant[job]][job] = now
 
     def _charge(self, job: int, now: float) -> None:
-        """The release: the attempt's licence-seconds join its tenant's usage."""
+        """The release: the attempt's licence-seconds join its tenant's usage, and move its
+        typical run (``SharePolicy.ran``)."""
         tenant = self.tenant[job]
-        run = self.running[tenant]
-        run[0] -= 1
-        run[1] -= self.started[job]
+        self.running[tenant].pop(job, None)
         if self.sharing:
-            charge = self.rules.forward_charge(now - self.started[job], now, self.policy.half_life)
+            ran = now - self.started[job]
+            charge = self.rules.forward_charge(ran, now, self.policy.half_life)
             self.usage_terms[tenant] = self.rules.fold(self.usage_terms[tenant], *charge)
+            self.typical[tenant] = self.rules.typical_run(self.typical.get(tenant), ran)
 
     def _share_view(self, now: float, asking: str | None = None) -> list[TenantShare]:
         """What the rule knows: tenants running or waiting, usage now, parked work waiting."""
@@ -75,7 +78,7 @@ class Shares:
         for tenant in self.cap:
             waiting = tenant == asking or self._parked(tenant) or \
                 now - self.demand.get(tenant, -DEMAND_SECONDS) < DEMAND_SECONDS
-            if not waiting and not self.running[tenant][0]:
+            if not waiting and not self.running[tenant]:
                 continue
             out.append(TenantShare(tenant=tenant, weight=self.weight[tenant],
                                          cap=self.cap[tenant], inflight=self.inflight[tenant],

@@ -19,6 +19,8 @@ from imposer.models.usage import (  # noqa: F401 (the policy's arithmetic, writt
     era_of,
     fold,
     forward_charge,
+    running_usage,
+    typical_run,
     usage_at,
 )
 

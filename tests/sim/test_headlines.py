@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import functools
 
+import attrs
 import pytest
 
 from imposer.sim import fairness
 from imposer.sim.engine import simulate
+from imposer.sim.rules import WORKER
 from imposer.sim.headline import (
     CALLS_PER_JOB,
     TARGETS,
@@ -30,6 +32,7 @@ from imposer.sim.headline import (
     rows_of_schedule,
 )
 from imposer.sim.workload import synthetic
+from imposer.worker.policy import running_usage
 
 #: The stack's speed on an idle machine (docs/benchmarks.rst: a call 7-13 ms, a receive
 #: 26-43 ms).
@@ -112,10 +115,22 @@ SHARE_RUNS = [("share", "equal", 1), ("share", "3:1:1", 1), ("share-long-a", "eq
               ("share-long-a", "3:1:1", 1), ("share", "equal", 2)]
 #: The simulated figures at the time of writing (worst miss of a weighted share, Jain).
 SHARE_SIMULATED = {
-    ("share", "equal", 1): (0.025, 1.000), ("share", "3:1:1", 1): (0.066, 0.998),
-    ("share-long-a", "equal", 1): (0.028, 1.000), ("share-long-a", "3:1:1", 1): (0.031, 0.999),
-    ("share", "equal", 2): (0.021, 1.000),
+    ("share", "equal", 1): (0.015, 1.000), ("share", "3:1:1", 1): (0.060, 0.998),
+    ("share-long-a", "equal", 1): (0.016, 1.000), ("share-long-a", "3:1:1", 1): (0.050, 0.999),
+    ("share", "equal", 2): (0.004, 1.000),
 }
+#: Draws of the backlogged 3:1:1 workloads beside the one above (its seed and the next).
+SEEDS = 12
+
+
+def share_draws(workload: str, rules=WORKER) -> list[dict]:
+    """``workload`` weighted 3:1:1 on one host, one run per seed: each one's share figures."""
+    spec, median, seed = fairness.WORKLOADS[workload]
+    p = fairness.share_policy("cap", 1, 8, LATENCY, fairness.WEIGHTS["3:1:1"],
+                              fairness.HALF_LIFE)
+    return [fairness.share_figures(rows_of_schedule(simulate(
+        synthetic(spec, median=median, seed=s), p, rules=rules)), fairness.WEIGHTS["3:1:1"])
+        for s in range(seed, seed + SEEDS)]
 
 
 def share_id(run):
@@ -141,6 +156,24 @@ class TestFairShareTargets:
                                                               hosts=hosts)),
                                      fairness.WEIGHTS[weighting])
         assert got["jain"] >= fairness.JAIN_FLOOR, (got, SHARE_SIMULATED[run])
+
+    @pytest.mark.parametrize("workload", ["share", "share-long-a"])
+    def test_the_weighted_shares_hold_in_every_draw_of_the_workload(self, workload):
+        """Weighted 3:1:1, c's jobs the long ones or a's: in each of twelve draws of the
+        workload (seeds), every tenant within 10% of its weighted share (simulated: worst
+        6.7% and 6.0%)."""
+        worst = max(got["worst"] for got in share_draws(workload))
+        assert worst <= fairness.SHARE_TOLERANCE, worst
+
+    def test_a_running_job_counted_by_its_time_so_far_alone_overshoots_long_jobs(self):
+        """The guard above can fail: with each running job counted only by its time so
+        far (no typical run), c, whose jobs are 4x longer, is given a slot at each that
+        frees while its long jobs have just started, and overshoots its quarter by more
+        than 10% in some draws (simulated: 12.8%)."""
+        blind = attrs.evolve(WORKER, running_usage=lambda starts, now, typical=0.0:
+                             running_usage(starts, now))
+        assert max(got["worst"] for got in share_draws("share", blind)) > \
+            fairness.SHARE_TOLERANCE
 
     @pytest.mark.parametrize("run", [("share", "equal"), ("share", "3:1:1"),
                                      ("share-long-a", "3:1:1")], ids=share_id)
@@ -170,11 +203,13 @@ class TestFairShareTargets:
         ideal = measure(rows_of_schedule(shared(workload, policy=policy, perfect=True)), 8)
         assert real["quiet_p95"] / ideal["quiet_p95"] <= 1.25
 
-    @pytest.mark.parametrize("run", [("share", "equal"), ("share-long-a", "equal"),
-                                     ("share-long-a", "3:1:1"), ("mixed", "equal"),
-                                     ("long", "equal"), ("arrival", "equal")], ids=share_id)
+    @pytest.mark.parametrize("run", [("share", "equal"), ("share", "3:1:1"),
+                                     ("share-long-a", "equal"), ("share-long-a", "3:1:1"),
+                                     ("mixed", "equal"), ("long", "equal"),
+                                     ("arrival", "equal")], ids=share_id)
     def test_a_job_still_costs_at_most_four_calls(self, run):
         """Fair share adds no AWS call of its own: at most 4 calls per job on its path
-        (simulated 2.8-3.8). Not met, and so not here: ``share`` weighted 3:1:1 (4.25),
-        where a, weighted 3, sits at its cap and every message of it delivered is parked."""
+        (simulated 2.75-3.54). ``share`` 3:1:1 measured 4.25 while a message beyond the
+        free slots was given back unless its tenant was known at its cap: a's, weighted 3
+        at its cap of 4, came round again and again only to be held."""
         assert path_calls(shared(*run)) <= CALLS_PER_JOB

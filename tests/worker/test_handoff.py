@@ -333,6 +333,44 @@ class TestRoomForParking:
             assert [json.loads(m.body)["job_id"] for m in back] == [quiet]
             assert len(supervisor.running) == 1, "nothing started without a slot"
 
+    def test_with_fair_share_a_held_tenant_is_parked_and_the_one_below_given_back(
+            self, settings, tmp_path):
+        """Fair share on, no slot free: heavy's message (heavy far above its share) is held,
+        parked with the share rule's reason, not given back only to be held when received
+        again; light's (furthest below its share) is visible again at once. One park, one
+        visibility change, no acquire."""
+        clock = ManualClock(start=time.time())
+        s = settings.evolve(slots=1, park_seconds=300.0, lease_ttl_seconds=600.0,
+                            share_half_life=600.0, work_dir=str(tmp_path / "work"))
+        backends = connect(s, clock=clock)
+        for tenant, seconds in {"heavy": 100, "light": 10}.items():
+            lease = backends.leases.acquire(request(tenant), "elsewhere", 0).lease
+            clock.advance(seconds)
+            backends.leases.release(lease, JobStatus.SUCCEEDED, finished_at=clock.time())
+            backends.jobs.note_waiting(request(tenant), clock.time(), "parked")  # more queued
+        supervisor = build(s, backends=backends, pool=Pool(1, s))  # not started: no launch
+        (held,) = submit_jobs(s, tmp_path, "heavy", 1, layout())
+        (light,) = submit_jobs(s, tmp_path, "light", 1, layout())
+        supervisor.shares.refresh()
+        assert supervisor.shares.view().waiting == {"heavy", "light"}
+        messages = []
+        wait_for(lambda: (messages.extend(backends.queue.receive(10, 1, 600)),
+                          len(messages) == 2)[1], 30, "the two messages")
+        # as the receiver sets it: hidden for the receive's 600 s, past the park window
+        messages = [attrs.evolve(m, visible_until=clock.time() + 600) for m in messages]
+        session.CALLS.reset()
+        supervisor.dispatch.take_batch(messages, [], lambda: False)
+        calls = session.CALLS.snapshot()
+        assert [n.job_id for n in backends.waiting.oldest("heavy")] == [held]
+        assert record_of(backends, held).wait_reason.startswith(
+            "held by fair share: heavy is above its weighted share")
+        assert backends.waiting.oldest("light") == []
+        back = wait_for(lambda: backends.queue.receive(10, 1, 600), 30,
+                        "light's message back in the queue")
+        assert [json.loads(m.body)["job_id"] for m in back] == [light]
+        assert (calls.get("dynamodb.TransactWriteItems"),
+                calls.get("sqs.ChangeMessageVisibility")) == (1, 1), calls
+
 
 @pytest.mark.slow
 class TestHandOverWithTheRelease:

@@ -88,6 +88,24 @@ class TestDecay:
         assert era == policy.era_of(1e9 - 1e-3, 600.0)
 
 
+class TestRunningUsage:
+    def test_a_running_job_counts_its_time_so_far_or_its_tenants_typical_run(self):
+        """Started 10 s and 1 s ago, with a typical run of 4 s: 10 + 4; with none known,
+        their time so far (11)."""
+        assert policy.running_usage([90.0, 99.0], 100.0, 4.0) == 14.0
+        assert policy.running_usage([90.0, 99.0], 100.0) == 11.0
+        assert policy.running_usage([], 100.0, 4.0) == 0.0
+
+    def test_the_typical_run_moves_by_a_weight_toward_each_run(self):
+        """The first run is the typical one; each next moves it 30% of the way."""
+        assert policy.typical_run(None, 8.0) == 8.0
+        assert policy.typical_run(10.0, 20.0) == pytest.approx(13.0)
+        typical = None
+        for _ in range(30):
+            typical = policy.typical_run(typical, 2.0 if typical is None else 50.0)
+        assert typical == pytest.approx(50.0, rel=1e-3)
+
+
 class TestWeightedShares:
     def test_equal_weights_split_equally(self):
         """Three tenants of weight 1 and room under their caps: a third each."""

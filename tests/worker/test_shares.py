@@ -80,6 +80,23 @@ class TestShareView:
         assert (shares.yields_to("anyone"), shares.limit("anyone"), shares.gaps()) == \
             (None, None, {})
 
+    def test_a_running_job_counts_at_least_its_tenants_typical_run(self, shared, clock):
+        """long ran 20 s and has a job running elsewhere for 1 s; short ran 25 s. Counted by
+        its time so far, long's 21 s are below short's 25 s: short yields to long. Once a job
+        of long that ran 20 s is settled here, its running job counts 20 s: long's 40 s are
+        above short's, and long yields to short."""
+        ran_and_waits(shared, clock, {"long": 20, "short": 25})
+        shared.leases.acquire(request("long"), "elsewhere", 1)
+        clock.advance(1)
+        shares = policy_of(shared, clock)
+        shares.refresh()
+        assert shares.view().elsewhere.keys() == {"long"}
+        assert (shares.yields_to("short"), shares.yields_to("long")) == ("long", None)
+        shares.ran("long", 20.0)
+        assert (shares.yields_to("long"), shares.yields_to("short")) == ("short", None)
+        used = {t.tenant: t.usage for t in shares.standing()}
+        assert used["long"] == pytest.approx(20 * 2 ** (-26 / HALF_LIFE) + 20, abs=0.01)
+
     def test_the_acquire_is_bounded_by_the_slots_the_decision_counted(self, shared, clock):
         """The decision counted one slot of heavy: a second taken elsewhere meanwhile makes
         this acquire's condition refuse it (AT_CAP), though the cap of 4 has room."""

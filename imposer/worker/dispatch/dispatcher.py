@@ -136,18 +136,27 @@ class Dispatcher:
         return [m for m in messages if id(m) not in taken]
 
     def park_or_give_back(self, message: Received) -> None:
-        """No slot is free for *message*: park it if its tenant is known at its cap, else
-        make it visible again for whichever host has a slot."""
+        """No slot is free for *message*: park it if its tenant is known at its cap, or
+        (fair share) would be held were a slot free, else make it visible again for
+        whichever host has a slot (a held one given back would only be held when received
+        again: a visibility change and a receive more for the same park)."""
         try:
             request = self.vet.parse(message)
         except InvalidMessage as exc:
             self.vet.reject(message, exc)
             return
-        cap = self.known_cap(request.tenant_id)
+        tenant = request.tenant_id
+        cap = self.known_cap(tenant)
         if cap:
             self.deferral.at_cap(request, message, cap)
-        else:
-            self.messages.give_back(message)
+            return
+        if self.sharing:
+            self.shares.seen(tenant)
+            first = self.shares.yields_to(tenant, self.handoff.parked_tenants())
+            if first is not None:
+                self.deferral.hold(request, message, first)
+                return
+        self.messages.give_back(message)
 
     def known_capped(self, tenant: str, cap: int) -> None:
         """*tenant* was found at its cap: take it to be for a second (no transaction)."""

@@ -13,8 +13,10 @@ What the rule knows is read in the background (``refresh``, every
 what runs where, since when), the counters, the usage items and the tenants'
 weights and caps: one read of each per interval per host, whatever the
 number of jobs. This host's own running jobs are taken from its running
-table at the moment of each decision, and a tenant whose message a receive
-brought lately is taken to have more in the queue (``seen``). The acquire
+table at the moment of each decision, each running job counting its time so
+far or its tenant's typical run if longer (``ran``: from the jobs this host
+settled), and a tenant whose message a receive brought lately is taken to
+have more in the queue (``seen``). The acquire
 then conditions the tenant's counter on the slots the decision counted
 (``limit``), so two hosts deciding at once cannot both hand the tenant a
 slot that only one decision allowed.
@@ -43,6 +45,8 @@ DEMAND_SECONDS = 5.0
 #: A tenant whose hand-off found nothing to start is not waited for this long: its notes
 #: were taken, or their messages are back in the queue (notes outlive their window).
 NOTHING_SECONDS = 1.0
+#: Tenants whose typical run this host keeps (the least recently settled forgotten first).
+TYPICAL_KEPT = 10_000
 
 
 @attrs.frozen(kw_only=True)
@@ -99,6 +103,8 @@ class SharePolicy:
         self._demand: dict[str, float] = {}
         #: tenant -> monotonic time until which it is not waited for (``nothing_to_start``)
         self._nothing: dict[str, float] = {}
+        #: tenant -> its typical run in seconds, from the jobs settled here (least recent first)
+        self._typical: dict[str, float] = {}
         self._lock = threading.Lock()
 
     # -- the background read ------------------------------------------------------------
@@ -140,6 +146,14 @@ class SharePolicy:
         if self.enabled:
             self._demand[tenant] = self.clock.monotonic()
 
+    def ran(self, tenant: str, seconds: float) -> None:
+        """A job of *tenant* that ran *seconds* was settled here: its typical run moves
+        (``policy.typical_run``), which each of its running jobs counts for at least."""
+        if self.enabled:
+            self._typical[tenant] = policy.typical_run(self._typical.pop(tenant, None), seconds)
+            if len(self._typical) > TYPICAL_KEPT:
+                self._typical.pop(next(iter(self._typical)))
+
     def queue_empty(self) -> None:
         """A receive came back empty: nobody's work waits in the queue."""
         self._demand.clear()
@@ -170,7 +184,7 @@ class SharePolicy:
         for tenant in sorted(waiting | set(mine) | set(view.elsewhere)):
             starts = (*view.elsewhere.get(tenant, ()), *mine.get(tenant, ()))
             used = policy.usage_at(view.usage.get(tenant, {}), now, self.half_life) + \
-                sum(max(0.0, now - s) for s in starts)
+                policy.running_usage(starts, now, self._typical.get(tenant, 0.0))
             out.append(policy.TenantShare(
                 tenant=tenant, weight=self.weight_of(tenant), cap=self.cap_of(tenant),
                 inflight=view.inflight_elsewhere.get(tenant, 0) + own.get(tenant, 0),

@@ -99,6 +99,8 @@ class Settler:
         job = self.completer.decide(job)  # its end is recorded before any start
         promise, job = self.promise_slot(job, stopping)
         settlement = self.completer.settle(job)
+        if self.shares is not None and settlement.state is Settled.DONE and job.finished:
+            self.shares.ran(job.request.tenant_id, job.finished - job.started)
         if settlement.handed is not None and \
                 self.start_handed(settlement.handed, job.slot, stopping):
             handover = settlement.handed.handover
