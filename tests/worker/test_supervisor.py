@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
+import pytest
+
 from imposer.models.exits import Exit
 from imposer.worker.threads.periodic import Periodic
 from tests.fixtures.parents import hand_driven
+from tests.fixtures.workers import Worker
+
+#: Put on a worker's PYTHONPATH as sitecustomize: its sweep thread's first pass ends the
+#: thread (as a BaseException past Periodic's guard would).
+SWEEP_DIES = """
+from imposer.worker.threads import periodic
+
+_run = periodic.Periodic.run
+
+
+def run(self):
+    if self.name == "sweep":
+        raise SystemExit("injected: the sweep thread's pass ended it")
+    return _run(self)
+
+
+periodic.Periodic.run = run
+"""
 
 
 class TestHealth:
@@ -34,3 +54,21 @@ class TestHealth:
         finally:
             alive.stop()
             supervisor.pool.stop(timeout=0)
+
+
+@pytest.mark.slow
+class TestExitStatus:
+    def test_imposer_run_exits_5_when_a_side_thread_dies(self, settings, tmp_path):
+        """The real process, as systemd sees it: `imposer run` whose sweep thread dies
+        stops by itself with exit status 5 and one CRITICAL thread_died line on its log
+        naming the thread (the death injected by a sitecustomize on its PYTHONPATH)."""
+        inject = tmp_path / "inject"
+        inject.mkdir()
+        (inject / "sitecustomize.py").write_text(SWEEP_DIES)
+        worker = Worker(settings, tmp_path, "dies", env={"PYTHONPATH": str(inject)})
+        try:
+            assert worker.wait(120) == Exit.THREAD_DIED == 5, worker.tail()
+            (line,) = worker.actions("thread_died")
+            assert (line["level"], line["thread_name"]) == ("CRITICAL", "sweep")
+        finally:
+            worker.close()
