@@ -77,7 +77,7 @@ class TestShareView:
                              leases=backends.leases, jobs=backends.jobs,
                              tenants=backends.tenants, running=RunningTable(), clock=clock)
         shares.refresh()
-        assert (shares.yields_to("anyone"), shares.limit("anyone"), shares.gaps()) == \
+        assert (shares.yields_to("anyone"), shares.decide("anyone")[1], shares.gaps()) == \
             (None, None, {})
 
     def test_a_running_job_counts_at_least_its_tenants_typical_run(self, shared, clock):
@@ -103,7 +103,7 @@ class TestShareView:
         shares = policy_of(shared, clock)
         shared.leases.acquire(request("heavy"), "elsewhere", 0)
         shares.refresh()
-        limit = shares.limit("heavy")
+        limit = shares.decide("heavy")[1]
         assert limit == 2
         shared.leases.acquire(request("heavy"), "elsewhere", 1)
         acq = shared.leases.acquire(request("heavy"), "here", 0, limit=limit)

@@ -195,7 +195,8 @@ class SharePolicy:
                ending: str | None = None) -> tuple[str | None, int | None]:
         """Both of fair share's answers for *tenant* from one read of the standing: the
         tenant it leaves a free slot to now (None: it may take it) and its acquire's bound
-        (``limit``). (None, None) with fair share off.
+        (``limit``: the slots the decision counted plus one, so a slot another host gave it
+        meanwhile refuses this one). (None, None) with fair share off.
 
         *ending*: the epoch of a job of this host about to be released, whose slot
         is the one asked about (a promise made before its release): it holds no
@@ -213,11 +214,6 @@ class SharePolicy:
                   ending: str | None = None) -> str | None:
         """The tenant *tenant* leaves a free slot to now, or None if it may take it."""
         return self.decide(tenant, parked, ending)[0]
-
-    def limit(self, tenant: str) -> int | None:
-        """The counter's bound for *tenant*'s acquire: the slots the decision counted plus
-        one, so a slot another host gave it meanwhile refuses this one. None: fair share off."""
-        return self.decide(tenant)[1]
 
     def choice(self, parked: Iterable[str], exclude: Iterable[str] = ()) -> str | None:
         """Which tenant with parked work (this host's, or queued anywhere) a free slot goes

@@ -204,12 +204,14 @@ class Refiller:
         takes a borrowed slot, if the tenant is still at its cap. Under fair share a
         tenant that must leave the slot to another (``SharePolicy.yields_to``) takes none.
         """
-        if not borrow and self.shares is not None and \
-                self.shares.yields_to(tenant, self.handoff.parked_tenants()) is not None:
-            return False
+        limit = None  # fair share: the acquire's bound, from the same read as the decision
+        if not borrow and self.shares is not None:
+            first, limit = self.shares.decide(tenant, self.handoff.parked_tenants())
+            if first is not None:
+                return False
         try:
             notes, fresh = self.handoff.notes(tenant)
-            if notes and self._take_one(notes, free, fresh, borrow):
+            if notes and self._take_one(notes, free, fresh, borrow, limit):
                 return True
             if fresh or self.handoff.has_notes_read(tenant):
                 return False  # none parked, or one is kept for later (at cap again, AWS failed)
@@ -218,7 +220,7 @@ class Refiller:
             logger.warning("could not read the parked jobs of %s: %s", tenant, exc,
                            extra=extra("aws_error", tenant))
             return False
-        return bool(notes) and self._take_one(notes, free, True, borrow)
+        return bool(notes) and self._take_one(notes, free, True, borrow, limit)
 
     def still_parked(self, notes: list[Parked]) -> Iterator[tuple[Parked, JobRequest]]:
         """Each note still parked, with its job's request, as the caller goes through them.
@@ -239,7 +241,7 @@ class Refiller:
             yield note, request
 
     def _take_one(self, notes: list[Parked], free: list[int], fresh: bool,
-                  borrow: bool = False) -> bool:
+                  borrow: bool = False, limit: int | None = None) -> bool:
         """Start the first of *notes* that is still parked; False if none was started.
 
         A note whose message is invalid, or whose job already runs or ended,
@@ -258,8 +260,6 @@ class Refiller:
             message, received_at = note.message, self.clock.monotonic()
             with guard(request):
                 try:
-                    limit = None if borrow or self.shares is None else \
-                        self.shares.limit(request.tenant_id)
                     acq = self.leases.acquire(request, self.host_id, free[0],
                                               message.sent_at, message.receipt, borrow=borrow,
                                               also=[self.handoff.waiting.claim_op(note)],
