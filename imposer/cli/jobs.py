@@ -149,16 +149,17 @@ def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
 
     b = connect(settings)
     owner, record = find_job(b.jobs, job_id, tenant)
+    share = None
+    if settings.share_half_life > 0 and record is not None and not record.status.final \
+            and record.status.value != "running":
+        share = share_of(settings, b, owner, time.time())
     if record is None:
         answer = explain(job_id, None, [], {}, settings.default_cap, [], [], settings.slots,
                          settings, time.time())
     else:
-        answer = investigate(b.jobs, b.leases, b.tenants, settings, owner, job_id, time.time())
+        answer = investigate(b.jobs, b.leases, b.tenants, settings, owner, job_id, time.time(),
+                             share=share["share"] if share else None)
     waiting = not_received(b.queue) if record is None else None
-    share = None
-    if settings.share_half_life > 0 and record is not None and not record.status.final \
-            and answer.code != "running":
-        share = share_of(settings, b, owner, time.time())
     if as_json:
         payload = answer.to_dict()
         if record is None:

@@ -137,7 +137,9 @@ def _cap_of(ctx, param, values):
 @click.option("--weights", "weightings", multiple=True, callback=_weightings,
               metavar="TENANT=W[,...]",
               help="Fair share: one weighting per use, e.g. --weights equal --weights "
-                   "big=3 (others weigh 1, 0 pauses); variants only where a half-life is set.")
+                   "big=3 (others weigh 1, 0 pauses); variants only where a half-life is set "
+                   "[default: the tenants table's weights, or equal for --synthetic and "
+                   "--from-export].")
 @click.option("--call-ms", type=click.FloatRange(0), default=AWS_MS, show_default=True,
               help="Milliseconds one SQS or DynamoDB call takes the worker's parent.")
 @click.option("--receive-ms", type=click.FloatRange(0), default=AWS_MS, show_default=True,
@@ -186,7 +188,9 @@ def simulate(settings: Settings, since, days, export, synthetic, median, sigma, 
         source = f"export {export}"
     else:
         window = since if days is None else days * 86400.0
-        jobs, fleet, caps, now, source = _from_tables(settings, window)
+        jobs, fleet, caps, weights, now, source = _from_tables(settings, window)
+        if not weightings:  # the weights the worker decides with
+            weightings = (tuple(sorted(weights.items())),)
     if not jobs:
         click.echo(json.dumps({"source": source, "jobs": 0, "variants": []}) if as_json
                    else f"no jobs to simulate ({source})")
@@ -258,4 +262,4 @@ def _from_tables(settings: Settings, seconds: float):
     window = read_window(backends.jobs, backends.tenants, rows, since=since, until=now)
     calls = sum(session.CALLS.snapshot().values()) - before
     source = f"jobs table, last {format_seconds(seconds)} ({calls} AWS calls to read)"
-    return list(window.jobs), window.hosts, window.caps, now, source
+    return list(window.jobs), window.hosts, window.caps, window.weights, now, source

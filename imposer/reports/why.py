@@ -10,6 +10,7 @@ past run times, so it comes with a range and the number of jobs it rests on.
 from __future__ import annotations
 
 import heapq
+import math
 from typing import Any
 
 import attrs
@@ -70,11 +71,13 @@ def predict(holders: list[Lease], ahead: int, history: list[float], now: float,
 
 
 def investigate(jobs: JobStore, leases: LeaseStore, tenants: TenantStore, settings,
-                tenant_id: str, job_id: str, now: float) -> Explanation:
+                tenant_id: str, job_id: str, now: float,
+                share: float | None = None) -> Explanation:
     """Read what explaining one job needs, all of it bounded by live work.
 
     The job's record, the live leases, the open-jobs index (who is ahead) and
     the tenant's last finished jobs (how long they ran); never the history.
+    *share*: fair share on, the tenant's weighted share of the licence time.
     """
     record = jobs.get(tenant_id, job_id)
     if record is None or record.status.final:
@@ -83,13 +86,15 @@ def investigate(jobs: JobStore, leases: LeaseStore, tenants: TenantStore, settin
     recent, _ = jobs.for_tenant(tenant_id, statuses=["succeeded"], limit=HISTORY)
     history = [r.run_seconds for r in recent if r.run_seconds]
     return explain(job_id, record, leases.leases(), tenants.caps(), settings.default_cap,
-                   jobs.open_jobs(), history, settings.slots, settings, now)
+                   jobs.open_jobs(), history, settings.slots, settings, now, share)
 
 
 def explain(job_id: str, record: JobRecord | None, leases: list[Lease], caps: dict[str, int],
             default_cap: int, open_jobs: list[JobRecord], history: list[float],
-            slots_per_host: int, settings, now: float) -> Explanation:
-    """Explain *job_id* from its record, the live leases, open jobs and past run times."""
+            slots_per_host: int, settings, now: float,
+            share: float | None = None) -> Explanation:
+    """Explain *job_id* from its record, the live leases, open jobs and past run times
+    (and, fair share on, its tenant's weighted *share*: ``_waiting``)."""
     if record is None:
         return Explanation(job_id=job_id, code="not_received", reason=(
             "not yet received: no worker has picked this job up, so it is still in the queue "
@@ -125,11 +130,19 @@ def explain(job_id: str, record: JobRecord | None, leases: list[Lease], caps: di
         return Explanation(**base, code="retrying", predicted_start=last_end + delay,
                            confidence="the retry delay is fixed", reason=text)
     return _waiting(base, record, leases, caps, default_cap, open_jobs, slots_per_host,
-                    settings, now, history, sure)
+                    settings, now, history, sure, share)
 
 
 def _waiting(base, record, leases, caps, default_cap, open_jobs, slots_per_host, settings, now,
-             history, sure) -> Explanation:
+             history, sure, share=None) -> Explanation:
+    """A queued job: at its tenant's cap, behind a full pool, held by fair share, or due.
+
+    Fair share on (*share* below 1), a job behind a full pool or held waits
+    for its tenant's turns rather than for everyone ahead of it: while others
+    wait, about one freed slot in ``1/share`` goes to the tenant, so its job
+    with *k* of the tenant's own jobs ahead starts with the
+    ``ceil((k + 1) / share)``-th slot to free.
+    """
     tenant = record.tenant_id
     cap = caps.get(tenant, default_cap)
     own = [l for l in leases if l.tenant_id == tenant and not l.borrowed]
@@ -163,7 +176,17 @@ def _waiting(base, record, leases, caps, default_cap, open_jobs, slots_per_host,
                       f"slots: {names}", own, ahead(lambda r: r.tenant_id == tenant),
                       settings.defer_seconds / 2)
     hosts = {l.host for l in leases} or {None}
-    if len(leases) >= len(hosts) * slots_per_host:
+    full = len(leases) >= len(hosts) * slots_per_host
+    held = (record.wait_reason or "").startswith("held by fair share")
+    if share is not None and 0 < share < 1 and leases and (full or held):
+        turns = math.ceil((ahead(lambda r: r.tenant_id == tenant) + 1) / share - 1e-9) - 1
+        turn = (f"under fair share about one freed slot in {1 / share:.3g} goes to {tenant} "
+                "while others wait")
+        if full:
+            return answer("pool_full", f"pool full: all {len(leases)} slots are busy; {turn}",
+                          leases, turns, 0.0)
+        return answer("queued", f"{record.wait_reason}; {turn}", leases, turns, 0.0)
+    if full:
         return answer("pool_full", f"pool full: all {len(leases)} slots are busy", leases,
                       ahead(lambda r: caps.get(r.tenant_id, default_cap) > 0), 0.0)
     return Explanation(**base, code="queued", reason=(

@@ -27,13 +27,15 @@ PAGE = 1000
 
 @attrs.frozen(kw_only=True)
 class TableWorkload:
-    """The window's jobs, and the fleet and caps that ran them."""
+    """The window's jobs, and the fleet, caps and fair-share weights that ran them."""
 
     jobs: tuple[SimJob, ...]
     #: Host id -> slots, for hosts that held a slot in the window.
     hosts: dict[str, int]
     #: Tier overrides, tenant -> cap.
     caps: dict[str, int]
+    #: Fair-share weights set in the tenants table, tenant -> weight (others weigh 1).
+    weights: dict[str, float] = attrs.field(factory=dict)
 
 
 def read_rows(rollups: RollupStore, since: float, until: float) -> list[HostHour]:
@@ -42,9 +44,11 @@ def read_rows(rollups: RollupStore, since: float, until: float) -> list[HostHour
 
 def read_window(jobs: JobStore, tenants: TenantStore, rows: list[HostHour], *, since: float,
                 until: float) -> TableWorkload:
-    """Every job submitted in [since, until] of every tenant the rollups or tier table name."""
-    caps = tenants.caps()
-    names = sorted({t for r in rows for t in r.tenants} | set(caps))
+    """Every job submitted in [since, until] of every tenant the rollups or tenants table name."""
+    configs = tenants.list()  # (one Scan of the small tenants table)
+    caps = {c.tenant_id: c.cap for c in configs if c.cap is not None}
+    weights = {c.tenant_id: c.weight for c in configs if c.weight is not None}
+    names = sorted({t for r in rows for t in r.tenants} | {c.tenant_id for c in configs})
     records = []
     for tenant in names:
         cursor = None
@@ -56,4 +60,4 @@ def read_window(jobs: JobStore, tenants: TenantStore, rows: list[HostHour], *, s
                 break
     return TableWorkload(jobs=tuple(from_records(records, now=until)),
                          hosts=hosts_seen(r for r in rows if since - 3600 < r.hour < until),
-                         caps=caps)
+                         caps=caps, weights=weights)

@@ -15,7 +15,7 @@ from tests.fixtures.aws import env_for
 from tests.fixtures.jobs import record_of, request
 
 
-def ask(backends, job_id, slots=None, tenant="acme"):
+def ask(backends, job_id, slots=None, tenant="acme", share=None):
     s = backends.settings
     if slots is not None:
         s = s.evolve(slots=slots)
@@ -24,7 +24,7 @@ def ask(backends, job_id, slots=None, tenant="acme"):
                        backends.clock.time())
     tenant = record_of(backends, job_id).tenant_id
     return investigate(backends.jobs, backends.leases, backends.tenants, s, tenant, job_id,
-                       backends.clock.time())
+                       backends.clock.time(), share=share)
 
 
 def history(backends, tenant, seconds, count=5):
@@ -179,3 +179,53 @@ class TestFairShare:
         text = subprocess.run([sys.executable, "-m", "imposer", "why", held.job_id], env=env,
                               capture_output=True, text=True).stdout
         assert "held by fair share" in text and "against a share of 50.0%" in text
+        shared.leases.acquire(request("light"), "h", 1)  # a slot busy: the turns are counted
+        got = subprocess.run([sys.executable, "-m", "imposer", "why", held.job_id, "--json"],
+                             env=env, capture_output=True, text=True)
+        assert "about one freed slot in 2 goes to heavy while others wait" in \
+            json.loads(got.stdout)["reason"], got.stdout
+
+
+class TestFairSharePrediction:
+    def full_pool(self, backends, clock):
+        """Four slots busy with others' jobs started 0-3 s ago (c ran 10 s jobs before):
+        they free 7, 8, 9 and 10 s from now; c's job waits."""
+        history(backends, "c", 10.0)
+        for i, tenant in enumerate("abab"):
+            backends.leases.acquire(request(tenant), "h", i)
+            clock.advance(1)
+        clock.advance(-1)
+        waiting = request("c")
+        backends.jobs.note_waiting(waiting, clock.time(), "received")
+        return waiting
+
+    def test_behind_a_full_pool_a_share_of_a_quarter_starts_with_the_fourth_slot_freed(
+            self, backends, clock):
+        """Fair share on, c's share a quarter: about one freed slot in 4 is c's, so its job
+        (none of c's ahead) starts with the 4th slot to free, 10 s from now; without fair
+        share, the 1st, 7 s from now."""
+        waiting = self.full_pool(backends, clock)
+        shared = ask(backends, waiting.job_id, slots=4, share=0.25)
+        assert shared.code == "pool_full"
+        assert "about one freed slot in 4 goes to c while others wait" in shared.reason
+        assert shared.predicted_start == pytest.approx(clock.time() + 10.0)
+        caps = ask(backends, waiting.job_id, slots=4)
+        assert caps.predicted_start == pytest.approx(clock.time() + 7.0)
+
+    def test_a_held_job_with_its_tenants_jobs_ahead_waits_for_their_turns_too(
+            self, backends, clock):
+        """Held by fair share with one of c's jobs ahead, share a half, a slot free: its
+        job comes with the 4th slot to free (two turns of c, one in two slots each); the
+        reason is the hold's."""
+        history(backends, "c", 10.0)
+        for i, tenant in enumerate("aba"):
+            backends.leases.acquire(request(tenant), "h", i)
+            clock.advance(1)
+        clock.advance(-1)
+        first, waiting = request("c"), request("c")
+        backends.jobs.note_waiting(first, clock.time() - 5, "held by fair share: c is above")
+        backends.jobs.note_waiting(waiting, clock.time(), "held by fair share: c is above")
+        answer = ask(backends, waiting.job_id, slots=4, share=0.5)
+        assert answer.code == "queued" and answer.reason.startswith("held by fair share")
+        # frees at +8, +9, +10, then the first slot again at +18: the 4th
+        assert answer.predicted_start == pytest.approx(clock.time() + 18.0)

@@ -145,6 +145,25 @@ class TestFromTables:
         assert scans_of_history(calls, settings) == {}
         assert calls[f"dynamodb.Query@{settings.jobs_table}"] >= 2
 
+    def test_fair_share_weighs_tenants_as_the_tenants_table_does(self, settings):
+        """From the tables, with a half-life and no --weights, the variant weighs tenants
+        as the worker would (``tenants set --weight``); --weights equal still overrides."""
+        from imposer.worker.wiring import connect
+
+        live = connect(settings)  # on the wall clock, as the command reads its window
+        live.tenants.put(TenantConfig(tenant_id="acme", weight=3.0))
+        for n in range(3):
+            lease = live.leases.acquire(request(), "h", n).lease
+            live.leases.release(lease, JobStatus.SUCCEEDED, finished_at=lease.acquired_at + 5,
+                                run_seconds=5.0)
+        rows = json.loads(invoke("simulate", "--since", "1h", "--half-life", "10m", "--json",
+                                 "--no-search", env=env_for(settings)))["variants"]
+        assert [r["weights"] for r in rows] == [{"acme": 3.0}]
+        rows = json.loads(invoke("simulate", "--since", "1h", "--half-life", "10m",
+                                 "--weights", "equal", "--json", "--no-search",
+                                 env=env_for(settings)))["variants"]
+        assert [r["weights"] for r in rows] == [{}]
+
 
 class TestCapacityPointsToIt:
     def test_at_capacity_it_simulates_more_slots(self, backends, settings):
