@@ -275,10 +275,18 @@ class LeaseStore(LeaseBook):
         """Take back an expired lease (or any lease of *own_host*) in one transaction.
 
         Returns False when someone renewed, released or reclaimed it first.
+        Fair share on, the job's licence time up to its last renewal (its host
+        was alive then; what came after is not known) is charged to its tenant
+        in the same transaction, as a release would charge it.
         """
         items = lease_items.take_back(
             self.table, self.jobs_table, lease, reason,
             expired_before=self.clock.time() if own_host is None else None, host=own_host)
+        renewed = lease.expires_at - self.ttl
+        if self.share_half_life > 0 and renewed > lease.acquired_at:
+            items.append(lease_items.charge(
+                self.table, lease.tenant_id,
+                *forward_charge(renewed - lease.acquired_at, renewed, self.share_half_life)))
         try:
             self._transact_fenced(items, lease, "reclaim")
         except LeaseLost:

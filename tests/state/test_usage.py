@@ -80,6 +80,25 @@ class TestCharge:
         assert usage_at(shared.leases.usage()["acme"], ended, HALF_LIFE) == \
             pytest.approx(30.0)
 
+    def test_a_reclaimed_lease_charges_its_time_up_to_its_last_renewal(self, shared, clock):
+        """A host died 100 s into a job, just after renewing its lease: the sweep's reclaim,
+        still one TransactWriteItems, charges those 100 s (as of the renewal; the time after
+        it is not known to have been used); a lease never renewed is charged nothing."""
+        lease = shared.leases.acquire(request(), "dead", 0).lease
+        never = shared.leases.acquire(request(), "dead", 1).lease
+        clock.advance(100)
+        lease = shared.leases.renew(lease)
+        renewed = clock.time()
+        clock.advance(shared.settings.lease_ttl_seconds + 1)
+        session.CALLS.reset()
+        assert shared.leases.reclaim(lease, "its host died")
+        assert session.CALLS.snapshot() == {"dynamodb.TransactWriteItems": 1}
+        assert usage_at(shared.leases.usage()["acme"], renewed, HALF_LIFE) == \
+            pytest.approx(100.0)
+        assert shared.leases.reclaim(never, "its host died")
+        assert usage_at(shared.leases.usage()["acme"], renewed, HALF_LIFE) == \
+            pytest.approx(100.0)
+
     def test_a_job_given_back_unstarted_is_charged_nothing(self, shared, clock):
         """A lease given back before its job started (QUEUED) used no licence time."""
         lease = shared.leases.acquire(request(), "h", 0).lease
