@@ -72,6 +72,14 @@ class Deferral:
                "as the share view counts its slots)")
         self.at_cap(request, message, cap, reason=why)
 
+    def outpaced(self, request: JobRequest, message: Received, cap: int, limit: int) -> None:
+        """Fair share: the acquire's bound (*limit*, the slots the decision counted plus
+        one) refused *message*: another host started a job of its tenant meanwhile."""
+        tenant = request.tenant_id
+        self.at_cap(request, message, cap, reason=(
+            f"held by fair share: another host started a job of {tenant} since this host's "
+            f"decision counted {limit - 1} of its {cap} slots"))
+
     def defer(self, request: JobRequest, message: Received, reason: str | None) -> bool:
         """Push the message back for a deferral and note why; False when re-published instead."""
         if reason:

@@ -203,12 +203,11 @@ class Dispatcher:
         ended here since) is taken to be at cap still, without a transaction:
         cycling a capped backlog then costs half the calls.
         """
-        tenant, job = request.tenant_id, request.job_id
+        tenant, job, limit = request.tenant_id, request.job_id, None
         known = self.known_cap(tenant)
         if known is not None:
             acq = Acquisition(verdict=Verdict.AT_CAP, cap=known)
         else:
-            limit = None
             if self.sharing:
                 self.shares.seen(tenant)
                 first, limit = self.shares.decide(tenant, self.handoff.parked_tenants())
@@ -226,6 +225,8 @@ class Dispatcher:
             self._paused += acq.cap <= 0
             if self.borrow and acq.cap > 0:
                 self._candidates.append((request, message, acq.cap))
+            elif limit is not None and limit <= acq.cap:  # fair share's bound refused it
+                self.deferral.outpaced(request, message, acq.cap, limit)
             else:
                 self.deferral.at_cap(request, message, acq.cap)
         elif acq.verdict == Verdict.RUNNING:
