@@ -7,9 +7,10 @@ furthest below its weighted share among the tenants with work waiting
 here (parked, or the message in hand); each release charges the attempt's
 licence-seconds to its tenant as forward-decayed terms
 (``policy.forward_charge``), as the worker's release transaction does, and
-a running job counts its time so far, or its tenant's typical run if longer. A freed slot the settled
-tenant may not keep goes to the chosen tenant's parked work, and slots
-left free after a batch or an empty receive are filled the same way.
+a running job counts its time so far, or its tenant's typical run if
+longer. A freed slot the settled tenant may not keep goes to the chosen
+tenant's parked work, and slots left free after a batch or an empty
+receive are filled the same way.
 Borrowing keeps its own rules. Off (half-life 0), nothing here runs.
 """
 
