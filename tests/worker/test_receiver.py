@@ -6,10 +6,11 @@ import json
 import time
 
 from imposer.clock import ManualClock
-from imposer.models import JobStatus, TenantConfig
+from imposer.models import JobStatus
 from imposer.worker.dispatch.pool import Pool
 from imposer.worker.wiring import build, connect
 from tests.fixtures.jobs import record_of
+from tests.fixtures.parents import last_slot_held
 from tests.fixtures.workers import (FAKE, Worker, layout, loop_pass, submit_jobs,
                                     wait_for)
 
@@ -48,41 +49,21 @@ class TestLongPollBesideTheLoop:
         slot. When acme's job ends, the next receive is a short one; it finds
         the queue empty, so the parked job starts in the freed slot.
         """
-        gate_a, gate_g = tmp_path / "gate-a", tmp_path / "gate-g"
-        s = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE), poll_seconds=20,
-                            lease_ttl_seconds=600.0, park_seconds=300.0,
-                            work_dir=str(tmp_path / "work"))
-        backends = connect(s, clock=ManualClock(start=time.time()))
-        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
-        waits: list[int] = []
-        backends.queue.client.meta.events.register(
-            "provide-client-params.sqs.ReceiveMessage",
-            lambda params, **_: waits.append(params["WaitTimeSeconds"]))
-        supervisor = build(s, backends=backends, pool=Pool(2, s))
-        supervisor.pool.start()
-
-        try:
-            first, parked = submit_jobs(s, tmp_path, "acme", 2, layout(fake_until=gate_a))
-            wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 1
-                              and backends.waiting.oldest("acme"))[1], 60,
-                     "one acme job to run and the other to be parked")
-            other = submit_jobs(s, tmp_path, "globex", 1, layout(fake_until=gate_g))[0]
-            wait_for(lambda: (loop_pass(supervisor), len(supervisor.running))[1] == 2, 60,
-                     "globex to take the other slot")
-            started = {j.request.job_id for j in supervisor.running.snapshot()}
-            assert started == {first, other}, "the parked job started before the hand-off"
-            waits.clear()
-            gate_a.touch()
+        with last_slot_held(settings.evolve(poll_seconds=20), tmp_path) as (
+                supervisor, backends, gate, first, parked):
+            running = {j.request.job_id for j in supervisor.running.snapshot()}
+            assert first in running and parked not in running, \
+                "the parked job started before the hand-off"
+            waits: list[int] = []
+            backends.queue.client.meta.events.register(
+                "provide-client-params.sqs.ReceiveMessage",
+                lambda params, **_: waits.append(params["WaitTimeSeconds"]))
+            gate.touch()
             wait_for(lambda: (loop_pass(supervisor), parked in {j.request.job_id for j in
                                                  supervisor.running.running()})[1], 60,
                      "the parked job to take the freed slot")
             assert waits and waits[0] == 0, f"the receive for the owed slot waited: {waits}"
             assert record_of(backends, first).status is JobStatus.SUCCEEDED
-        finally:
-            gate_a.touch()
-            gate_g.touch()
-            supervisor.receiver.stop(0)
-            supervisor.pool.stop(timeout=0)
 
     def test_a_message_received_while_draining_goes_straight_back(self, settings, backends,
                                                                   tmp_path):
