@@ -180,6 +180,10 @@ def usage_key(tenant_id: str) -> str:
     return f"usage#{tenant_id}"
 
 
+#: How the wait reason of a job the fair-share rule held begins (``imposer why`` reads it).
+SHARE_HOLD = "held by fair share"
+
+
 @attrs.frozen(kw_only=True)
 class JobRecord:
     """imposer's own record of a job, kept in the jobs table.

@@ -44,11 +44,11 @@ def read_rows(rollups: RollupStore, since: float, until: float) -> list[HostHour
 
 def read_window(jobs: JobStore, tenants: TenantStore, rows: list[HostHour], *, since: float,
                 until: float) -> TableWorkload:
-    """Every job submitted in [since, until] of every tenant the rollups or tenants table name."""
+    """Every job submitted in [since, until] of every tenant the rollups or tier table name."""
     configs = tenants.list()  # (one Scan of the small tenants table)
     caps = {c.tenant_id: c.cap for c in configs if c.cap is not None}
     weights = {c.tenant_id: c.weight for c in configs if c.weight is not None}
-    names = sorted({t for r in rows for t in r.tenants} | {c.tenant_id for c in configs})
+    names = sorted({t for r in rows for t in r.tenants} | set(caps))
     records = []
     for tenant in names:
         cursor = None

@@ -156,6 +156,9 @@ class TestFromTables:
             lease = live.leases.acquire(request(), "h", n).lease
             live.leases.release(lease, JobStatus.SUCCEEDED, finished_at=lease.acquired_at + 5,
                                 run_seconds=5.0)
+        records, _ = live.jobs.for_tenant("acme", limit=10)
+        for row in from_records(records, slots_per_host=settings.slots, now=time.time()):
+            live.rollups.add(row.hour, row.host, row.slots, to_deltas(row))  # as a worker's
         rows = json.loads(invoke("simulate", "--since", "1h", "--half-life", "10m", "--json",
                                  "--no-search", env=env_for(settings)))["variants"]
         assert [r["weights"] for r in rows] == [{"acme": 3.0}]
