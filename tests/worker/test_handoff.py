@@ -24,7 +24,9 @@ from tests.fixtures.jobs import record_of, request
 from tests.fixtures.parents import (
     last_slot_held,
     one_running_one_parked,
+    received_hidden,
     settle_until_started,
+    unstarted_sharing,
 )
 from tests.fixtures.workers import (
     FAKE,
@@ -339,25 +341,17 @@ class TestRoomForParking:
         parked with the share rule's reason, not given back only to be held when received
         again; light's (furthest below its share) is visible again at once. One park, one
         visibility change, no acquire."""
-        clock = ManualClock(start=time.time())
-        s = settings.evolve(slots=1, park_seconds=300.0, lease_ttl_seconds=600.0,
-                            share_half_life=600.0, work_dir=str(tmp_path / "work"))
-        backends = connect(s, clock=clock)
+        supervisor, backends, clock = unstarted_sharing(settings, tmp_path)
         for tenant, seconds in {"heavy": 100, "light": 10}.items():
             lease = backends.leases.acquire(request(tenant), "elsewhere", 0).lease
             clock.advance(seconds)
             backends.leases.release(lease, JobStatus.SUCCEEDED, finished_at=clock.time())
             backends.jobs.note_waiting(request(tenant), clock.time(), "parked")  # more queued
-        supervisor = build(s, backends=backends, pool=Pool(1, s))  # not started: no launch
-        (held,) = submit_jobs(s, tmp_path, "heavy", 1, layout())
-        (light,) = submit_jobs(s, tmp_path, "light", 1, layout())
+        (held,) = submit_jobs(supervisor.settings, tmp_path, "heavy", 1, layout())
+        (light,) = submit_jobs(supervisor.settings, tmp_path, "light", 1, layout())
         supervisor.shares.refresh()
         assert supervisor.shares.view().waiting == {"heavy", "light"}
-        messages = []
-        wait_for(lambda: (messages.extend(backends.queue.receive(10, 1, 600)),
-                          len(messages) == 2)[1], 30, "the two messages")
-        # as the receiver sets it: hidden for the receive's 600 s, past the park window
-        messages = [attrs.evolve(m, visible_until=clock.time() + 600) for m in messages]
+        messages = received_hidden(backends, clock, 2)
         session.CALLS.reset()
         supervisor.dispatch.take_batch(messages, [], lambda: False)
         calls = session.CALLS.snapshot()

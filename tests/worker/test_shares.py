@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import itertools
-import time
 
-import attrs
 import pytest
 
-from imposer.clock import ManualClock
 from imposer.models import JobStatus, TenantConfig
-from imposer.worker.dispatch.pool import Pool
 from imposer.worker.running import RunningTable
 from imposer.worker.dispatch.shares import SharePolicy
-from imposer.worker.wiring import build, connect
+from imposer.worker.wiring import connect
 from tests.fixtures.jobs import record_of, request
-from tests.fixtures.workers import Worker, layout, submit_jobs, wait_for
+from tests.fixtures.parents import received_hidden, unstarted_sharing
+from tests.fixtures.workers import Worker, layout, submit_jobs
 
 HALF_LIFE = 600.0
 
@@ -122,25 +119,19 @@ class TestOutpaced:
         job of it before this host's decision: the acquire's bound (2) refuses this one,
         which is parked with the reason it was held (not "holds all its slots", its cap
         being 4)."""
-        clock = ManualClock(start=time.time())
-        s = settings.evolve(slots=1, park_seconds=300.0, lease_ttl_seconds=600.0,
-                            share_half_life=HALF_LIFE, work_dir=str(tmp_path / "work"))
-        backends = connect(s, clock=clock)
-        supervisor = build(s, backends=backends, pool=Pool(1, s))  # not started: no launch
+        supervisor, backends, clock = unstarted_sharing(settings, tmp_path)
         backends.leases.acquire(request("heavy"), "elsewhere", 0)
         supervisor.shares.refresh()
         backends.leases.acquire(request("heavy"), "elsewhere", 1)  # since the view's read
-        (job,) = submit_jobs(s, tmp_path, "heavy", 1, layout())
-        messages = []
-        wait_for(lambda: (messages.extend(backends.queue.receive(10, 1, 600)),
-                          len(messages) == 1)[1], 30, "the message")
-        messages = [attrs.evolve(m, visible_until=clock.time() + 600) for m in messages]
+        (job,) = submit_jobs(supervisor.settings, tmp_path, "heavy", 1, layout())
+        messages = received_hidden(backends, clock, 1)
         supervisor.dispatch.take_batch(messages, [0], lambda: False)
         assert [n.job_id for n in backends.waiting.oldest("heavy")] == [job]
         assert record_of(backends, job).wait_reason == (
             "held by fair share: another host started a job of heavy since this host's "
             "decision counted 1 of its 4 slots")
         assert backends.leases.counters()["heavy"].inflight == 2
+
 
 def busy_spans(records) -> dict:
     spans: dict = {}
