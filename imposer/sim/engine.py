@@ -1,18 +1,20 @@
 """The discrete-event simulation: imposer's dispatch in virtual time, decisions from the worker.
 
-Each host runs the parent loop of `imposer run` (``Supervisor.run``): settle
-the jobs whose children finished (slot freed; message deleted, retried after
-the backoff or requeued after the deferral); for each settled job, hand its
-slot to its tenant's oldest parked job if another slot stays free, else owe
-the tenant that hand-off (``Refiller.wake``); then dispatch what the
-receive brought (start, park, defer or lend for each message, as
-``imposer.worker.dispatch.dispatcher`` does), pay the hand-offs owed if it brought
-nothing (``Refiller.wake_idle``), and ask for a message per free slot and
-as many more as the batch parked (``receive_size``). Every decision is a
-call into ``imposer.worker.policy`` (``rules.WORKER``, unless a run is given
-other ``Rules``): the cap (``may_take_own_slot``), the borrow rule
-(``why_not_borrow``), the hand-off and its owed payment
-(``may_hand_off``), the receive's size (``receive_size``), the order of
+Each host runs the parent loop of `imposer run` (``Supervisor.run``): for each
+child that finished, ask the worker's slot decision (``allocation.decide``,
+``Releasing``) whether its release hands the slot over, settle it (slot freed;
+message deleted, retried after the backoff or requeued after the deferral), then
+give each slot no hand-over reached its next owner (``Released``: start, owe or
+lend); dispatch what the receive brought (start, park, defer or lend for each
+message, as ``imposer.worker.dispatch.dispatcher`` does), pay the hand-offs owed if
+it brought nothing (``QueueEmpty``), fill what fair share leaves free
+(``BatchDone``), and ask for a message per free slot and as many more as the
+batch parked (``receive_size``). Who gets a freed slot is the worker's own
+``imposer.worker.allocation.decide``; every other decision is a call into
+``imposer.worker.policy`` (``rules.WORKER``, unless a run is given other
+``Rules``, which the slot decision is given too): the cap (``may_take_own_slot``),
+the borrow rule (``why_not_borrow``, ``borrow_turns``), the hand-off and its owed
+payment (``may_hand_off``), the receive's size (``receive_size``), the order of
 hand-offs (``own_first``), send order (``oldest_first``), retry backoff
 (``retry_delay``) and dead-lettering (``is_dead``); with a usage half-life
 set, who of the tenants waiting gets a free slot (``next_tenant``, see
@@ -47,8 +49,8 @@ cap stays visible and is taken the moment its tenant is below its cap again
 
 This module has the event loop and the fleet's state; the steps it runs
 are in ``parent`` (a pass of a host's loop, starting and settling
-children), ``dispatch`` (start, park, defer or lend), ``handoff`` (a freed
-slot to a parked job, or owed) and ``delivery`` (fair-queue delivery and the
+children), ``dispatch`` (start, park, defer or lend), ``handoff`` (the slot
+decision's steps carried out on the fleet) and ``delivery`` (fair-queue delivery and the
 receive); ``state`` has the call costs, the codes of events and states and
 a host's record, ``policy`` and ``schedule`` what a run takes and returns.
 """

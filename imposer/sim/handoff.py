@@ -1,17 +1,14 @@
-"""Hand-offs: a freed slot goes to its tenant's oldest parked job, or is owed to it.
+"""A freed or idle slot in virtual time: the worker's own decision, carried out on the fleet.
 
-``Settler.promise_slot`` hands the slot over with its release if another
-slot stays free (``may_hand_off``), or, for the host's last free slot, if a
-look at the queue (``Intake.look``) finds nothing another tenant could start;
-else the tenant is owed that hand-off, and a receive that comes back empty
-pays what is owed, oldest tenant first (``Refiller.wake_idle``).
-
-With borrowing on, a borrowed job's freed slot, and the idle slots an empty
-receive finds, go to capped tenants' parked jobs under the borrow rule
-(``Refiller.lend``, ``policy.borrow_turns``); the freed slot's job is started
-by the release's own transaction (``Settler.promise_slot``), no call of its
-own. The worker's periodic ``redrive`` is not replayed: it starts only what a
-failed AWS call left, and here none fails.
+Who gets a slot is ``imposer.worker.allocation.decide``, the function the worker's
+settler and refill ask: before a release (``Releasing``: hand the slot over with it,
+after a read of the tenant's notes and, for the host's last slot, a look at the
+queue), after a plain release (``Released``: start, owe, or lend a borrowed slot
+again), on an empty receive (``QueueEmpty``: pay what is owed, lend idle slots) and
+after a batch (``BatchDone``: fair share's fill). This module builds the decision's
+``Standing`` from the fleet's state and carries out each step it returns, charging
+each AWS call the worker's step makes. The worker's periodic redrive (``ViewRead``)
+is not replayed: it starts only what a failed AWS call left, and here none fails.
 """
 
 from __future__ import annotations
@@ -19,77 +16,138 @@ from __future__ import annotations
 import heapq
 
 from imposer.sim.state import CALLS, NOTES_READ, PARKED, RX_NONE, Host
+from imposer.worker import allocation
+from imposer.worker.allocation import Kind, Read, Step
 
 
 class HandOffs:
-    """``Refiller.wake``, ``wake_idle`` and ``_hand_off``.
+    """``Settler.promise_slot`` and ``Refiller.allocate`` on the fleet.
 
     Mixed into ``engine._Fleet``: its methods read and move the fleet's state
     (the queue, the counters, the hosts) as the event loop reaches each step.
     """
 
-    def _look_first(self, host: Host, tenant: str, free: int):
-        """``promise_slot``'s look, before the release: None if it makes none, else
-        whether the queue held nothing another tenant could start."""
-        if self.rules.may_hand_off(free) or host.rx != RX_NONE or \
-                not self.rules.may_hand_off(free, True) or not self._parked(tenant) or \
-                not self._parked_lately(host, tenant):
-            return None
-        return (yield from self._look(host, tenant, free))
+    def _promise(self, host: Host, job: int, free: int, borrowed: bool):
+        """Before *job*'s release, with *free* slots of the host free: the decision's last
+        step (``HAND_OVER``, ``LEAVE`` or ``NOTHING_PARKED``), its reads and look done."""
+        tenant = self.tenant[job]
+        trigger = allocation.Releasing(tenant, borrowed)
+        borrowers = self._borrowers(host, tenant) if borrowed and self.policy.borrow else {}
+        reads: dict[str, Read] = {}
+        looked: dict[str, bool] = {}
+        while True:
+            yields = None
+            if self.sharing and not borrowed and tenant in reads and \
+                    not self._share_allows(tenant, host.clock, ending=True):
+                yields = tenant  # (whom to: ``Released`` asks the share rule after it)
+            step = allocation.decide(self._standing(
+                host, free, reads=reads, looked=looked, borrowers=borrowers,
+                yields_to=yields), trigger, self.rules)
+            if step.kind is Kind.READ:
+                reads[step.tenant] = yield from self._read(host, step.tenant)
+            elif step.kind is Kind.LOOK:  # (none while the host's receive is out)
+                looked[step.tenant] = host.rx == RX_NONE and \
+                    (yield from self._look(host, step.tenant, free))
+            else:
+                return step
 
-    def _wake(self, host: Host, tenant: str, looked: bool | None = None,
-              borrowed: bool = False):
-        """``Settler.promise_slot`` and ``wake``: one parked job of the tenant takes the
-        freed slot, started by the release's own transaction, or is owed it.
-
-        The host's last free slot is handed over only if the look made before
-        the release (*looked*, ``_look_first``) found nothing another tenant
-        could start (``Intake.look``; none while a receive is outstanding, and
-        only for a tenant this host parked or read notes of within a park
-        window: ``HandOff.parked_lately``). A *borrowed* job's slot is lent
-        again (``_lend``), the first start riding on the release."""
-        if borrowed and self.policy.borrow:
-            yield from self._lend(host, prefer=tenant, with_release=True)
-            return
-        host.capped.pop(tenant, None)
-        if self.sharing:  # the slot goes to whoever is furthest below its share
-            tenant = self._share_choice(host.clock)
-            if tenant is None or not self._parked(tenant):
-                return  # nobody waits parked: the slot is the receive's
-        free = len(host.free)
-        if self.rules.may_hand_off(free):
-            yield from self._hand_off(host, tenant, with_release=True)
-            return
-        if host.rx == RX_NONE and self.rules.may_hand_off(free, True) and \
-                self._parked_lately(host, tenant):
-            if not self._parked(tenant):  # ``promise_slot`` read its notes: none
-                yield from self._hand_off(host, tenant, with_release=True)
-                return
-            if looked is not None and self.rules.may_hand_off(free, queue_empty=looked):
-                yield from self._hand_off(host, tenant, with_release=True)
-                return
-        host.owed[tenant] = min(self.policy.slots, host.owed.get(tenant, 0) + 1)
-        self.counts["owed"] += 1
-
-    def _wake_idle(self, host: Host):
-        """``Refiller.wake_idle``: the receive came back empty; pay what is owed, oldest first."""
-        owed = host.owed
-        for tenant in list(owed):
-            while owed.get(tenant):
-                if not self.rules.may_hand_off(len(host.free), queue_empty=True):
-                    if host.free:  # the rule says no even now: nothing to wait for
-                        owed.pop(tenant, None)
-                    break
+    def _allocate(self, host: Host, trigger, prefer: str | None = None):
+        """``Refiller.allocate``: ask the decision and carry it out until it says no more."""
+        tried: set[str] = set()
+        lent: dict[str, int] | None = None
+        started = 0
+        while True:
+            borrowers = lent if lent is not None else self._borrowers(host, prefer)
+            choice = None
+            if self.sharing and isinstance(trigger, (allocation.Released,
+                                                     allocation.BatchDone)):
+                choice = self._share_choice(host.clock, exclude=tried)
+            step = allocation.decide(self._standing(
+                host, len(host.free), tried=tried, started=started, borrowers=borrowers,
+                choice=choice), trigger, self.rules)
+            if step is None:
+                return started
+            tenant, owed = step.tenant, host.owed
+            if step.kind is Kind.OWE:
+                owed[tenant] = min(self.policy.slots, owed.get(tenant, 0) + 1)
+                self.counts["owed"] += 1
+                tried.add(tenant)
+                continue
+            if step.kind is Kind.FORGIVE:
+                owed.pop(tenant, None)
+                continue
+            if step.borrow and lent is None:
+                lent = dict(borrowers)
+            paying = isinstance(trigger, allocation.QueueEmpty) and not step.borrow
+            if paying:
                 owed[tenant] -= 1
-                started = yield from self._hand_off(host, tenant)
-                if not started:
+            if (yield from self._hand_off(host, tenant, borrow=step.borrow)):
+                started += 1
+                if step.borrow:
+                    lent[tenant] += 1
+            else:
+                tried.add(tenant)
+                if step.borrow:
+                    lent.pop(tenant, None)
+                if paying:
                     owed.pop(tenant, None)
-            if not owed.get(tenant):
+            if paying and not owed.get(tenant):
                 owed.pop(tenant, None)
 
+    def _standing(self, host: Host, free: int, **known) -> allocation.Standing:
+        """The decision's view of *host* now, with what the caller learnt (*known*)."""
+        p = self.policy
+        parked = tuple(t for t in host.parked_seen if self._parked_lately(host, t))
+        return allocation.Standing(
+            free=free, parked=parked, owed=dict(host.owed), borrow=p.borrow,
+            reserve=p.reserve, blockers=frozenset(self._blockers()) if p.borrow else frozenset(),
+            sharing=self.sharing, **{k: (frozenset(v) if k == "tried" else v)
+                                     for k, v in known.items()})
+
+    def _hand_over(self, host: Host, step: Step) -> bool:
+        """The release's own transaction starts the tenant's oldest parked job in the slot
+        it freed (``LeaseStore.hand_over``: no call of its own); False if refused (the note
+        taken meanwhile, or, borrowed, the tenant no longer at its cap)."""
+        tenant = step.tenant
+        for note in self._notes(host, tenant):
+            if step.borrow:  # (refused below the cap: its own slot is handed over elsewhere)
+                if self.rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]) or \
+                        not host.free:
+                    return False
+                self._start(note[3], host, True)
+                self.counts["borrowed"] += 1
+            else:
+                if not self.rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
+                    return False
+                self._start(note[3], host, False)  # its note goes stale: no count moves
+                self.counts["handed_off"] += 1
+            host.notes_left[tenant] = host.notes_left.get(tenant, 1) - 1
+            return True
+        return False
+
+    def _read(self, host: Host, tenant: str):
+        """``Settler._next_parked``: the tenant's cap (its cache) and oldest notes (a Query,
+        unless notes of the last one are left); what it found."""
+        calls = self._cap_calls(host, tenant)
+        cached = host.notes_left.get(tenant, 0) > 0
+        if not cached and self.cap[tenant] > 0:
+            calls += CALLS["notes"]
+        if calls:
+            self._spend(host, calls)
+            if self._behind(host):
+                yield
+        if self.cap[tenant] <= 0:
+            return Read.PAUSED
+        if cached:
+            return Read.PARKED if self._parked(tenant) else Read.NONE
+        read = self._notes(host, tenant)
+        self._seen_notes(host, tenant, bool(read))
+        host.notes_left[tenant] = len(read)
+        return Read.PARKED if read else Read.NONE
+
     def _borrowers(self, host: Host, prefer: str | None = None) -> dict[str, int]:
-        """``Refiller.lend``'s candidates: tenants at their cap with a parked job (the
-        waiting view, here exact), and *prefer*; each with the slots it borrows."""
+        """``Refiller.borrowers``: tenants at their cap with a parked job (the waiting
+        view, here exact), and *prefer*; each with the slots it borrows."""
         out = {}
         for tenant in ([prefer] if prefer else []) + sorted(self.notes):
             if self._parked(tenant) and self.cap[tenant] > 0:
@@ -99,25 +157,7 @@ class HandOffs:
     def _turns(self, host: Host, prefer: str | None = None) -> list[str]:
         p = self.policy
         return self.rules.borrow_turns(p.borrow, len(host.free), p.reserve,
-                                  self._borrowers(host, prefer), self._blockers())
-
-    def _lend(self, host: Host, prefer: str | None = None, with_release: bool = False):
-        """``Refiller.lend``: idle slots beyond the reserve to capped tenants' parked jobs.
-
-        *with_release*: a borrowed job's slot was just freed, and the first turn
-        whose tenant has a parked job starts it in the release's own transaction
-        (``Settler._promise_lent``); the turns after it acquire as usual."""
-        tried: set[str] = set()
-        while host.free:
-            turns = [t for t in self._turns(host, prefer) if t not in tried]
-            if not turns:
-                return
-            parked = self._parked(turns[0])
-            started = yield from self._hand_off(host, turns[0], with_release=with_release,
-                                                borrow=True)
-            with_release = with_release and not parked  # (a turn with none passes it on)
-            if not started:
-                tried.add(turns[0])
+                                       self._borrowers(host, prefer), self._blockers())
 
     def _parked_lately(self, host: Host, tenant: str) -> bool:
         """``HandOff.parked_lately``: this host parked, or read notes of, the tenant within
@@ -125,9 +165,27 @@ class HandOffs:
         seen = host.parked_seen.get(tenant)
         return seen is not None and host.clock - seen < self.policy.park_seconds
 
+    def _seen_notes(self, host: Host, tenant: str, found: bool) -> None:
+        """``HandOff.seen_parked``: a read found notes of the tenant (or, none, forgets it)."""
+        host.parked_seen.pop(tenant, None)
+        if found:
+            host.parked_seen[tenant] = host.clock
+
     def _parked(self, tenant: str) -> bool:
         """The tenant has a parked job (``promise_slot`` finds one in its notes)."""
         return any(self._live(note) for note in self.notes.get(tenant, ()))
+
+    def _notes(self, host: Host, tenant: str) -> list[tuple[float, int, int, int]]:
+        """The tenant's oldest live notes, as one read takes them, in ``own_first`` order."""
+        notes = self.notes.get(tenant)
+        read = []
+        while notes and len(read) < NOTES_READ:
+            note = heapq.heappop(notes)
+            if self._live(note):  # a note taken, or back in the queue, is gone
+                read.append(note)
+        for note in read:
+            heapq.heappush(notes, note)
+        return self.rules.own_first(read, lambda note: self.parked_by[note[3]] == host.index)
 
     def _look(self, host: Host, tenant: str, free: int):
         """``Intake.look``: a receive that does not wait, on the parent's own time, for
@@ -149,43 +207,25 @@ class HandOffs:
     def _live(self, note: tuple[float, int, int, int]) -> bool:
         return self.version[note[3]] == note[2] and self.state[note[3]] == PARKED
 
-    def _hand_off(self, host: Host, tenant: str, with_release: bool = False,
-                  borrow: bool = False):
+    def _hand_off(self, host: Host, tenant: str, borrow: bool = False):
         """``Refiller._hand_off``: read the tenant's oldest notes (a Query, unless notes
         of the last one are left), this host's own first, and start the first still
-        parked in a free slot, inside the acquire, or inside the release that freed it
-        (no call of its own); True if one started. With *borrow*, on a borrowed slot,
-        if the tenant is still at its cap (``Refiller._take_one``)."""
-        calls = self._cap_calls(host, tenant) if with_release else 0  # (``promise_slot``'s)
+        parked in a free slot, inside the acquire; True if one started. With *borrow*,
+        on a borrowed slot, if the tenant is still at its cap (``Refiller._take_one``)."""
+        if not borrow and not self._share_allows(tenant, host.clock):
+            return False  # another tenant is further below its share now (no read)
         cached = host.notes_left.get(tenant, 0) > 0
         if not cached:
-            calls += CALLS["notes"]
-        if calls:
-            self._spend(host, calls)
+            self._spend(host, CALLS["notes"])
             if self._behind(host):
                 yield
-        notes = self.notes.get(tenant)
-        read = []
-        while notes and len(read) < NOTES_READ:
-            note = heapq.heappop(notes)
-            if self._live(note):  # a note taken, or back in the queue, is gone
-                read.append(note)
-        for note in read:
-            heapq.heappush(notes, note)
-        read = self.rules.own_first(read, lambda note: self.parked_by[note[3]] == host.index)
-        if read and not cached:  # (``HandOff.notes``)
-            host.parked_seen[tenant] = host.clock
-        elif not cached:
-            host.parked_seen.pop(tenant, None)
+        read = self._notes(host, tenant)
+        if not cached:  # (``HandOff.notes``)
+            self._seen_notes(host, tenant, bool(read))
         # the worker tries the notes one Query read before it reads again
         host.notes_left[tenant] = host.notes_left[tenant] - 1 if cached else len(read) - 1
         for note in read:
-            if not borrow and not self._share_allows(tenant, host.clock):
-                return False  # another tenant is further below its share now
-            if with_release:
-                with_release = False  # (the release's transaction is counted with the settle)
-            else:
-                yield from self._acquire(host, tenant)
+            yield from self._acquire(host, tenant)
             if not self._live(note):
                 continue  # another host took it meanwhile: the next one
             if borrow:  # (refused below the cap: its own slot is handed over elsewhere)

@@ -1,9 +1,10 @@
 """One host's parent: a pass of its loop (``Supervisor.run``), and its slots.
 
-A pass settles the children that finished (``Completer.settle``: slot freed;
-message deleted, retried after the backoff or requeued after the deferral),
-wakes their tenants' parked jobs, dispatches what the receive brought and
-asks again for a message per free slot and room for parking.
+A pass settles the children that finished (the slot decision's ``Releasing``
+first, then ``Completer.settle``: slot freed; message deleted, retried after the
+backoff or requeued after the deferral), gives each freed slot its next owner
+(``Released``), dispatches what the receive brought and asks again for a message
+per free slot and room for parking.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from imposer.sim.state import (
     WAITING,
     Host,
 )
+from imposer.worker import allocation
+from imposer.worker.allocation import Kind
 
 
 class Parent:
@@ -38,16 +41,26 @@ class Parent:
         Yields while waiting on AWS.
         """
         done, host.done = host.done, []
-        looks = []
+        freed = []
         for n, (job, slot, borrowed) in enumerate(done):
-            # ``promise_slot`` before the release: the finished children's slots are free
-            looks.append((yield from self._look_first(host, self.tenant[job],
-                                                      len(host.free) + len(done) - n)))
+            # ``Settler.settle``: promise the slot (the finished children's slots are all
+            # free), release, start the job it was handed to
+            promise = yield from self._promise(host, job, len(host.free) + len(done) - n,
+                                               borrowed)
             yield from self._settle(job, host, slot, borrowed)
+            if promise.kind is Kind.HAND_OVER and self._hand_over(host, promise):
+                if promise.borrow:
+                    freed.append((self.tenant[job], True))  # lend more, as after any
+                continue
+            if not borrowed:  # ``Dispatcher.known_free``: a slot of it is free here
+                host.capped.pop(self.tenant[job], None)
+            if promise.kind is not Kind.NOTHING_PARKED or self.sharing:
+                freed.append((self.tenant[job], borrowed))
         if done:
             host.stale = -1  # slots and counters moved: a receive may bring work again
-        for (job, _, borrowed), looked in zip(done, looks):
-            yield from self._wake(host, self.tenant[job], looked, borrowed)
+        for tenant, borrowed in freed:  # ``Refiller.wake``, once the pass's jobs are settled
+            yield from self._allocate(host, allocation.Released(tenant, borrowed),
+                                      prefer=tenant if borrowed else None)
         if host.looked:  # ``Intake.fill``: what a look brought goes first
             looked, host.looked = host.looked, []
             if not (yield from self._dispatch(host, looked)):
@@ -59,11 +72,11 @@ class Parent:
             progress = yield from self._dispatch(host, batch)
             if not batch:
                 self.demand.clear()  # the queue had nothing visible: nobody waits there
-                yield from self._wake_idle(host)
-                yield from self._lend(host)
+                yield from self._allocate(host, allocation.QueueEmpty())  # owed, then lent
             elif not progress:
                 host.stale = self.shown  # asking again brings the same until something moves
-            yield from self._share_fill(host)
+            if self.sharing:
+                yield from self._allocate(host, allocation.BatchDone())
         if self._behind(host):
             yield  # the last calls' time: what follows is decided when they are done
         if host.free and host.rx == RX_NONE and self.left and host.stale != self.shown:

@@ -16,12 +16,10 @@ Borrowing keeps its own rules. Off (half-life 0), nothing here runs.
 
 from __future__ import annotations
 
-from imposer.sim.state import Host
-from imposer.worker.policy import TenantShare
+import attrs
 
-#: A tenant one of whose messages a receive brought this recently is taken to have more
-#: work waiting in the queue, until a receive comes back empty.
-DEMAND_SECONDS = 5.0
+from imposer.worker.dispatch.shares import DEMAND_SECONDS
+from imposer.worker.policy import TenantShare
 
 
 class Shares:
@@ -73,39 +71,37 @@ class Shares:
             self.usage_terms[tenant] = self.rules.fold(self.usage_terms[tenant], *charge)
             self.typical[tenant] = self.rules.typical_run(self.typical.get(tenant), ran)
 
-    def _share_view(self, now: float, asking: str | None = None) -> list[TenantShare]:
-        """What the rule knows: tenants running or waiting, usage now, parked work waiting."""
+    def _share_view(self, now: float, asking: str | None = None,
+                    ending: bool = False) -> list[TenantShare]:
+        """What the rule knows: tenants running or waiting, usage now, parked work waiting;
+        *ending*: one job of *asking* is about to be released (its slot is the one asked
+        about: it holds no slot in the decision, as after the release)."""
         out = []
         for tenant in self.cap:
             waiting = tenant == asking or self._parked(tenant) or \
                 now - self.demand.get(tenant, -DEMAND_SECONDS) < DEMAND_SECONDS
             if not waiting and not self.running[tenant]:
                 continue
+            inflight = self.inflight[tenant] - (ending and tenant == asking)
             out.append(TenantShare(tenant=tenant, weight=self.weight[tenant],
-                                         cap=self.cap[tenant], inflight=self.inflight[tenant],
-                                         usage=self._usage(tenant, now), waiting=waiting))
+                                   cap=self.cap[tenant], inflight=inflight,
+                                   usage=self._usage(tenant, now), waiting=waiting))
         return out
 
-    def _share_allows(self, tenant: str, now: float) -> bool:
+    def _share_allows(self, tenant: str, now: float, ending: bool = False) -> bool:
         """May the tenant take a free slot under its cap now (``policy.may_start``)? Always,
         with fair share off."""
         if not self.sharing:
             return True
-        return self.rules.may_start(tenant, self._share_view(now, tenant), self.policy.slots_total)
+        return self.rules.may_start(tenant, self._share_view(now, tenant, ending),
+                                    self.policy.slots_total)
 
     def _saw(self, tenant: str, now: float) -> None:
         self.demand[tenant] = now
 
-    def _share_choice(self, now: float) -> str | None:
-        """The tenant with parked work that a free slot goes to now."""
-        return self.rules.next_tenant(self._share_view(now), self.policy.slots_total)
-
-    def _share_fill(self, host: Host):
-        """Free slots to the parked work of the tenants furthest below their share."""
-        if not self.sharing:
-            return
-        while host.free:
-            chosen = self._share_choice(host.clock)
-            if chosen is None or not self._parked(chosen) or \
-                    not (yield from self._hand_off(host, chosen)):
-                return  # (a chosen tenant with nothing parked: the receive brings its work)
+    def _share_choice(self, now: float, exclude=()) -> str | None:
+        """The tenant with parked work that a free slot goes to now (``SharePolicy.choice``),
+        *exclude* passed over."""
+        view = [attrs.evolve(t, waiting=False) if t.tenant in exclude else t
+                for t in self._share_view(now)]
+        return self.rules.next_tenant(view, self.policy.slots_total)

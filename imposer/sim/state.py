@@ -4,7 +4,11 @@ states, and one host's record (its parent and its receive).
 
 from __future__ import annotations
 
-from imposer.worker.policy import NOTES_READ, RECEIVE_MAX  # noqa: F401 (re-exported)
+from imposer.worker.policy import (  # noqa: F401 (re-exported)
+    CAP_MEMO_SECONDS as MEMO_SECONDS,
+    NOTES_READ,
+    RECEIVE_MAX,
+)
 
 #: AWS calls the parent makes for each step, as the worker's code makes them.
 CALLS = {
@@ -24,8 +28,6 @@ CALLS = {
     "requeue": 2,             # release, visibility
     "give_back": 1,           # visibility 0: a message the receive brought beyond the slots
 }
-#: How long the dispatcher remembers a tenant at its cap (``Dispatcher._capped``).
-MEMO_SECONDS = 1.0
 #: Events: a child ends; a message shows (sent, or back after a window); a parent's pass is
 #: due; a pass goes on after its AWS calls; SQS has a receive; the long polls take what
 #: showed; a long poll ends empty; a receive's answer reaches its parent.

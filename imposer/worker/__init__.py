@@ -10,14 +10,15 @@ A message flows through the subpackages in the order of their names below:
                 it for a tenant further below its share (``shares``)
     settle/     a finished job from its fate to its slot's next owner, in one order
                 (``settler``): its release, plate and message (``completion``, what
-                the release writes in ``record``); slots refilled from parked work
-                when no promise reached them (``refill``)
+                the release writes in ``record``); the decision carried out for a
+                slot no promise reached (``refill``), a parked job started (``parked``)
     threads/    beside the loop: lease and message heartbeats, the sweep, the hourly
                 rollups, the gauges (webhook delivery is ``imposer.webhooks.outbox``)
 
 At the top: ``supervisor`` is the loop, ``wiring`` builds it and every part it
-runs (and the stores) from Settings, ``policy`` holds the pure decisions the
-simulator shares, ``messages`` owns a message's fate, ``running`` the table of
+runs (and the stores) from Settings, ``allocation`` is the one decision of who
+gets each free slot (the settler and the refill carry it out; the simulator asks
+it too), ``policy`` holds the pure rules both share, ``messages`` owns a message's fate, ``running`` the table of
 this host's jobs, ``overrun`` the limit of a job's run, ``timing`` every share
 of the lease TTL, and ``boot`` and ``signals`` start and stop it.
 """

@@ -32,6 +32,9 @@ T = TypeVar("T")
 NOTES_READ = 32
 #: Messages one receive returns at most (SQS's limit).
 RECEIVE_MAX = 10
+#: A tenant found at its cap is taken to be at it for this long, or the deferral interval
+#: if shorter, unless one of its jobs ends here (the dispatcher's memo: no transaction).
+CAP_MEMO_SECONDS = 1.0
 
 
 def may_take_own_slot(inflight: int, cap: int) -> bool:

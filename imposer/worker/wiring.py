@@ -102,6 +102,7 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     from imposer.worker.receive.vetting import Vetting
     from imposer.worker.running import RunningTable
     from imposer.worker.settle.completion import Completer
+    from imposer.worker.settle.parked import ParkedStarts
     from imposer.worker.settle.refill import Refiller
     from imposer.worker.settle.settler import Settler
     from imposer.worker.signals import StopRequests
@@ -145,10 +146,11 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
         vet=vet, deferral=deferral, leases=leases, jobs=b.jobs, storage=storage,
         messages=messages, handoff=handoff, metrics=metrics, borrowing=borrowing, clock=clock,
         shares=shares)
-    refill = Refiller(
-        host_id=s.host_id, slots=s.slots, dispatch=dispatch, launcher=launcher, leases=leases,
-        handoff=handoff, messages=messages, metrics=metrics, pool=pool, borrowing=borrowing,
-        clock=clock, shares=shares)
+    starts = ParkedStarts(host_id=s.host_id, dispatch=dispatch, launcher=launcher,
+                          leases=leases, handoff=handoff, messages=messages, metrics=metrics,
+                          clock=clock, shares=shares)
+    refill = Refiller(slots=s.slots, starts=starts, dispatch=dispatch, handoff=handoff,
+                      borrowing=borrowing, shares=shares)
     intake = Intake(receiver=receiver, dispatch=dispatch, refill=refill, pool=pool,
                     queue=b.queue, messages=messages, jobs=b.jobs, tenants=b.tenants,
                     clock=clock)
@@ -158,7 +160,8 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
         messages=messages, metrics=metrics, rollups=rollups, clock=clock,
         wake_sender=sender.wake)
     settler = Settler(
-        host_id=s.host_id, completer=completer, refill=refill, look=intake.look,
+        host_id=s.host_id, completer=completer, refill=refill, starts=starts,
+        look=intake.look,
         running=running, pool=pool, leases=leases, handoff=handoff, dispatch=dispatch,
         launcher=launcher, borrowing=borrowing, messages=messages, metrics=metrics,
         clock=clock, shares=shares)

@@ -17,18 +17,19 @@ class TestBuild:
         assert isinstance(supervisor, Supervisor)
         d, settler = supervisor.dispatch, supervisor.settler
         parts = [supervisor, d, d.launcher, d.deferral, settler, supervisor.completer,
-                 supervisor.refill, supervisor.intake, supervisor.shares, supervisor.stops,
-                 d.handoff]
+                 supervisor.refill.starts, supervisor.intake, supervisor.shares,
+                 supervisor.stops, d.handoff]
         assert {id(p.clock) for p in parts} == {id(backends.clock)}
         assert {id(p.metrics) for p in (supervisor, d, d.launcher, d.vet, d.deferral, settler,
-                                        supervisor.completer, supervisor.refill)} == \
+                                        supervisor.completer, supervisor.refill.starts)} == \
             {id(backends.metrics)}
         assert {id(t) for t in (supervisor.running, d.launcher.running, settler.running,
                                 supervisor.completer.table, supervisor.shares.running)} == \
             {id(supervisor.running)}
         assert d.storage is supervisor.completer.storage
-        assert {id(p.pool) for p in (supervisor, d.launcher, settler, supervisor.refill,
-                                     supervisor.intake)} == {id(supervisor.pool)}
+        assert {id(p.pool) for p in (supervisor, d.launcher, settler, supervisor.intake)} == \
+            {id(supervisor.pool)}
+        assert settler.starts is supervisor.refill.starts, "one starter of parked jobs"
 
     def test_the_settler_looks_at_the_queue_through_the_intake(self, settings, backends):
         """The one cycle of the parent (the intake refills through the refiller; a promise

@@ -24,6 +24,7 @@ from imposer.models import (
 from imposer.state import plates
 from imposer.state.jobs import DEAD_LETTER_OWED, JobStore
 from imposer.state.leases import Acquisition, LeaseStore, Verdict
+from imposer.worker import policy
 from imposer.worker.threads import sweep as sweeping
 from imposer.worker.dispatch.borrowing import BorrowPolicy
 from imposer.worker.dispatch.deferral import Deferral
@@ -159,9 +160,10 @@ class Dispatcher:
         self.messages.give_back(message)
 
     def known_capped(self, tenant: str, cap: int) -> None:
-        """*tenant* was found at its cap: take it to be for a second (no transaction)."""
-        self._capped[tenant] = (self.clock.monotonic() + min(1.0, self.defer_seconds),
-                                cap)
+        """*tenant* was found at its cap: take it to be for a second (``CAP_MEMO_SECONDS``;
+        no transaction)."""
+        self._capped[tenant] = (self.clock.monotonic() + min(policy.CAP_MEMO_SECONDS,
+                                                             self.defer_seconds), cap)
 
     def known_cap(self, tenant: str) -> int | None:
         """*tenant*'s cap if it was found at that cap less than a second ago, else None."""

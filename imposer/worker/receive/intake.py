@@ -81,9 +81,8 @@ class Intake:
             self.empty_poll = not messages or self.dispatch.last_batch_paused
             if not messages and self.dispatch.shares is not None:
                 self.dispatch.shares.queue_empty()
-            if not messages and free:
+            if not messages and free:  # the hand-offs owed are paid, idle slots lent
                 self.refill.wake_idle(free, stopping)
-                self.refill.lend(free, stopping)
             self.refill.share_fill(free, stopping)
         free = self.pool.free()
         if not free or now < self.paused_until or self.receiver.busy:

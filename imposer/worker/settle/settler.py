@@ -31,7 +31,8 @@ from imposer.metrics import Metrics
 from imposer.models import JobRequest
 from imposer.state.leases import LeaseStore, Successor
 from imposer.state.waiting import Parked
-from imposer.worker import policy
+from imposer.worker import allocation
+from imposer.worker.allocation import Kind
 from imposer.worker.dispatch.borrowing import BorrowPolicy
 from imposer.worker.dispatch.dispatcher import Dispatcher
 from imposer.worker.dispatch.handoff import HandOff, Handover
@@ -41,6 +42,7 @@ from imposer.worker.dispatch.shares import SharePolicy
 from imposer.worker.messages import Messages
 from imposer.worker.running import Running, RunningTable
 from imposer.worker.settle.completion import Completer, Handed, Settled
+from imposer.worker.settle.parked import ParkedStarts
 from imposer.worker.settle.refill import Refiller
 
 logger = logging.getLogger(__name__)
@@ -62,12 +64,14 @@ class Settler:
     """Take each finished job from its fate to its slot's next owner."""
 
     def __init__(self, *, host_id: str, completer: Completer, refill: Refiller,
+                 starts: ParkedStarts,
                  look: Callable[[str], bool] | None, running: RunningTable, pool: Pool,
                  leases: LeaseStore, handoff: HandOff, dispatch: Dispatcher,
                  launcher: Launcher, borrowing: BorrowPolicy, messages: Messages,
                  metrics: Metrics, clock: Clock, shares: SharePolicy | None = None) -> None:
         self.host_id, self.completer, self.refill, self.running = (host_id, completer, refill,
                                                                     running)
+        self.starts = starts
         #: Look at the queue without waiting (``Intake.look``): True if it holds nothing
         #: another tenant could start. None: never look (a host's last slot is not promised).
         self.look = look
@@ -113,79 +117,78 @@ class Settler:
 
     def promise_slot(self, job: Running,
                      stopping: Callable[[], bool]) -> tuple[Promise, Running]:
-        """Before *job* settles: promise its slot to its tenant's oldest parked job.
+        """Before *job* settles: promise its slot to a parked job, for its release to start
+        (``allocation.Releasing``: the decision; this carries out its reads and its look).
 
-        Under the same rule as ``Refiller.wake`` (another slot stays free), the release
-        then starts that job in the same transaction (``LeaseStore.hand_over``):
-        a capped tenant's slot passes to its next job for one call instead of
-        two. When the slot is the host's last free one and this host parked or
-        saw parked jobs of the tenant lately (``HandOff.parked_lately``: else
-        the slot is left to the queue with no read), the queue is looked at
-        first, without waiting (``Intake.look``): the promise is made only if
-        no other tenant has work there this host could start, so quiet tenants
-        still come first and the slot costs one receive and one transaction,
-        not a release, a receive and an acquire (the owed hand-off of
-        ``Refiller.wake``). A borrowed slot is promised under the borrow rule instead
-        (``_promise_lent``). Returns what was done, and the job's entry as it
-        now is.
+        An own slot goes to the tenant's oldest parked job while another slot stays
+        free: a capped tenant's slot passes to its next job for one call instead of
+        two (``LeaseStore.hand_over``). When the slot is the host's last free one and
+        this host parked or saw parked jobs of the tenant lately
+        (``HandOff.parked_lately``: else the slot is left to the queue with no read),
+        the queue is looked at first, without waiting (``Intake.look``): the promise
+        is made only if no other tenant has work there this host could start, so
+        quiet tenants still come first and the slot costs one receive and one
+        transaction, not a release, a receive and an acquire (the owed hand-off of
+        ``Refiller.wake``). A borrowed slot goes to the parked job the borrow rule
+        lends it to (``policy.borrow_turns``: the reserve kept, nobody below its cap
+        waiting; the settling tenant first among equals), its lease a borrowed one,
+        so the release starts it in the same transaction (refused unless its tenant
+        is at its cap): one call, not a release and a borrowing acquire. Returns what
+        was done, and the job's entry as it now is.
         """
         if job.handover is not None:
             return Promise.MADE, job
-        if job.released or job.status is None or stopping():
+        if job.released or job.status is None:
             return Promise.NOT_NOW, job
-        if job.lease.borrowed:
-            return self._promise_lent(job)
-        free, tenant = len(self.pool.free()), job.request.tenant_id
-        last = not policy.may_hand_off(free)  # the slot is for the queue, unless a look...
-        if last and (self.look is None or not policy.may_hand_off(free, True)
-                     or not self.handoff.parked_lately(tenant)):
-            return Promise.NOT_NOW, job
-        try:
-            cap, note, request = self._next_parked(tenant, job)
-        except BackendError as exc:  # a plain release follows; the parked job waits its turn
-            logger.warning("no hand-over with the release of %s: %s", job.request.key, exc,
-                           extra=extra("aws_error", tenant, job.request.job_id))
-            return Promise.NOT_NOW, job
-        if cap <= 0 or (self.shares is not None and self.shares.yields_to(
-                tenant, self.handoff.parked_tenants(), ending=job.epoch) is not None):
-            return Promise.NOT_NOW, job  # (fair share: ``Refiller.wake`` gives it to whom)
-        if note is None:
-            self.dispatch.known_free(tenant)  # as ``Refiller.wake`` does: a slot of it is free
-            return Promise.NOTHING_PARKED, job
-        if last and not policy.may_hand_off(free, queue_empty=self.look(tenant)):
-            return Promise.NOT_NOW, job  # the queue has work for the slot: it takes it
-        return Promise.MADE, self._promise(job, note, request, cap)
-
-    def _promise_lent(self, job: Running) -> tuple[Promise, Running]:
-        """A borrowed job's slot: promise it to the parked job ``lend`` would start there.
-
-        The turn is ``lend``'s after a release (``policy.borrow_turns``: the
-        reserve kept, nobody below its cap waiting; the settling tenant first
-        among equals), and the successor's lease is a borrowed one, so the
-        release starts it in the same transaction (``LeaseStore.hand_over``,
-        refused unless its tenant is at its cap): one call, not a release and
-        a borrowing acquire. A turn whose tenant has nothing parked passes to
-        the next, as in ``lend``; NOTHING_PARKED when no turn's tenant has
-        any (a lend after the release would read the same), NOT_NOW when the
-        rule gives no turn or a read failed (``wake`` lends after the release).
-        """
-        if not self.borrowing.enabled:
-            return Promise.NOT_NOW, job
-        free, borrowers = len(self.pool.free()), self.refill.borrowers((job.request.tenant_id,))
-        promise = Promise.NOT_NOW
-        while turns := self.borrowing.turns(free, borrowers):
-            try:
-                cap, note, request = self._next_parked(turns[0], job)
-            except BackendError as exc:
-                logger.warning("no borrowed start with the release of %s: %s",
-                               job.request.key, exc, extra=extra("aws_error", turns[0],
-                                                                 job.request.job_id))
+        tenant, borrowed = job.request.tenant_id, job.lease.borrowed
+        trigger = allocation.Releasing(tenant, borrowed)
+        borrowers = self.refill.borrowers((tenant,)) if borrowed and self.borrowing.enabled \
+            else {}
+        reads: dict[str, allocation.Read] = {}
+        looked: dict[str, bool] = {}
+        found: dict[str, tuple[int, Parked | None, JobRequest | None]] = {}
+        while True:
+            step = allocation.decide(self._standing(job, stopping, reads, looked, borrowers),
+                                     trigger)
+            kind, turn = step.kind, step.tenant or tenant
+            if kind is Kind.READ:
+                try:
+                    found[turn] = cap, note, _ = self._next_parked(turn, job)
+                except BackendError as exc:  # a plain release follows; the job waits its turn
+                    logger.warning("no %s with the release of %s: %s", "borrowed start"
+                                   if borrowed else "hand-over", job.request.key, exc,
+                                   extra=extra("aws_error", turn, job.request.job_id))
+                    reads[turn] = allocation.Read.FAILED
+                    continue
+                reads[turn] = allocation.Read.PAUSED if cap <= 0 else \
+                    allocation.Read.NONE if note is None else allocation.Read.PARKED
+            elif kind is Kind.LOOK:
+                looked[turn] = self.look is not None and self.look(turn)
+            elif kind is Kind.HAND_OVER:
+                cap, note, request = found[turn]
+                return Promise.MADE, self._promise(job, note, request, cap, borrow=step.borrow)
+            elif kind is Kind.NOTHING_PARKED:
+                if not borrowed:  # as ``Refiller.wake`` does: a slot of it is free
+                    self.dispatch.known_free(tenant)
+                return Promise.NOTHING_PARKED, job
+            else:
                 return Promise.NOT_NOW, job
-            if note is not None and cap > 0:
-                return Promise.MADE, self._promise(job, note, request, cap, borrow=True)
-            borrowers.pop(turns[0])
-            promise = Promise.NOTHING_PARKED
-        return promise, job
+
+    def _standing(self, job: Running, stopping: Callable[[], bool],
+                  reads: dict[str, allocation.Read], looked: dict[str, bool],
+                  borrowers: dict[str, int]) -> allocation.Standing:
+        """What ``decide`` needs for *job*'s slot now (no AWS call)."""
+        tenant, parked = job.request.tenant_id, tuple(self.handoff.parked_tenants())
+        yields_to = None
+        if self.shares is not None and not job.lease.borrowed and tenant in reads:
+            yields_to = self.shares.yields_to(tenant, parked, ending=job.epoch)
+        return allocation.Standing(
+            free=len(self.pool.free()), stopping=stopping(), lookable=self.look is not None,
+            parked=parked, reads=dict(reads), looked=dict(looked),
+            borrow=self.borrowing.enabled, reserve=self.borrowing.reserve,
+            blockers=self.borrowing.blockers() if job.lease.borrowed and self.borrowing.enabled
+            else frozenset(),
+            borrowers=dict(borrowers), sharing=self.shares is not None, yields_to=yields_to)
 
     def _next_parked(self, tenant: str, job: Running) -> tuple[int, Parked | None,
                                                                JobRequest | None]:
@@ -196,7 +199,7 @@ class Settler:
         """
         cap = self.leases.tenants.cap_for(tenant)
         notes, _ = self.handoff.notes(tenant) if cap > 0 else ([], False)
-        for note, request in self.refill.still_parked(notes):
+        for note, request in self.starts.still_parked(notes):
             if note.job_id != job.request.job_id:
                 return cap, note, request
         return cap, None, None
