@@ -17,8 +17,8 @@ One branch per trigger (docs/design.rst, "A freed slot"):
   ``LOOK`` found no other tenant's work; a borrowed slot to the job the borrow rule
   lends it to. ``READ`` comes first; else a plain release (``LEAVE``,
   ``NOTHING_PARKED``).
-* ``Released`` (``_released``): a parked job ``START``\ s in the slot, or it is
-  ``OWE``\ d (the host's last); a borrowed job's slot is lent again.
+* ``Released`` (``_released``): a parked job ``START``s in the slot, or it is
+  ``OWE``d (the host's last); a borrowed job's slot is lent again.
 * ``QueueEmpty`` (``_owed``, ``_lend``): the hand-offs owed are paid, then idle slots lent.
 * ``BatchDone`` (``_share_fill``): fair share fills what is still free.
 * ``ViewRead`` (``_redrive``, ``_lend``): parked jobs no hand-off reached start (the last

@@ -47,7 +47,8 @@ def replay(records, settings, slots: int, caps: dict):
     return simulate(from_records(records), Policy(
         slots=slots, cap=settings.default_cap, caps=caps, park_seconds=settings.park_seconds,
         defer_seconds=settings.defer_seconds, poll_seconds=settings.poll_seconds,
-        borrow=settings.borrow, reserve=settings.reserve_slots))
+        borrow=settings.borrow, reserve=settings.reserve_slots,
+        half_life=settings.share_half_life))
 
 
 def order(records) -> list[str]:
@@ -113,3 +114,30 @@ class TestAgainstARealRun:
             (sim.counts["parked"], sim.counts["handed_off"], sim.counts["borrowed"]) == (4, 2, 3)
         assert sim.counts["park_expired"] == 0
         assert max(r.finished_at for r in records) - min(r.started_at for r in records) < 20
+
+    def test_bursts_start_in_one_transaction_each_and_the_rest_is_handed_off(
+            self, settings, backends, tmp_path):
+        """Two tenants of cap 2 on 4 slots, 4 jobs each: the first receive starts each
+        tenant's burst of 2 (one transaction each, ``test_bursts``), the rest is parked and each freed slot
+        handed to its tenant's next job (acme's short jobs end first), in the real run
+        and in the replay alike."""
+        slow = settings.evolve(park_seconds=60.0, default_cap=2)
+        records, worker = run(slow, tmp_path, backends, 4, [("acme", 4, 0.5),
+                                                           ("globex", 4, 2)],
+                              {"IMPOSER_DEFAULT_CAP": "2"})
+        sim = replay(records, slow, 4, {})
+        assert sorted(order(records)[:4]) == sorted(sim_order(sim)[:4])
+        real = [r.tenant_id for r in sorted(records, key=lambda r: r.started_at)]
+        assert real[4:] == [schedule_tenant(sim, i) for i in sim_order_index(sim)][4:] == \
+            ["acme", "acme", "globex", "globex"]
+        assert (len(worker.actions("cap_defer")), handed_off(worker)) == \
+            (sim.counts["parked"], sim.counts["handed_off"]) == (4, 4)
+        assert sim.counts["park_expired"] == 0
+
+
+def sim_order_index(schedule) -> list[int]:
+    return sorted(range(len(schedule.jobs)), key=lambda i: schedule.first_start[i])
+
+
+def schedule_tenant(schedule, i: int) -> str:
+    return schedule.jobs[i].tenant
