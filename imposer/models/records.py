@@ -181,7 +181,7 @@ def usage_key(tenant_id: str) -> str:
 
 
 #: How the wait reason of a job the fair-share rule held begins (``imposer why`` reads it).
-SHARE_HOLD = "held by fair share"
+SHARE_PARK_REASON = "held by fair share"
 
 
 @attrs.frozen(kw_only=True)

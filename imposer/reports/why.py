@@ -17,7 +17,7 @@ import attrs
 
 from imposer import backoff
 from imposer.models import JobRecord, JobStatus, Lease
-from imposer.models.records import SHARE_HOLD
+from imposer.models.records import SHARE_PARK_REASON
 from imposer.reports.formatting import format_seconds
 from imposer.reports.stats import percentile
 from imposer.state.jobs import JobStore
@@ -178,7 +178,7 @@ def _waiting(base, record, leases, caps, default_cap, open_jobs, slots_per_host,
                       settings.defer_seconds / 2)
     hosts = {l.host for l in leases} or {None}
     full = len(leases) >= len(hosts) * slots_per_host
-    held = (record.wait_reason or "").startswith(SHARE_HOLD)
+    held = (record.wait_reason or "").startswith(SHARE_PARK_REASON)
     if share is not None and 0 < share < 1 and leases and (full or held):
         turns = math.ceil((ahead(lambda r: r.tenant_id == tenant) + 1) / share - 1e-9) - 1
         turn = (f"under fair share about one freed slot in {1 / share:.3g} goes to {tenant} "

@@ -7,7 +7,7 @@ queue), after a plain release (``Released``: start, owe, or lend a borrowed slot
 again), on an empty receive (``QueueEmpty``: pay what is owed, lend idle slots) and
 after a batch (``BatchDone``: fair share's fill). This module builds the decision's
 ``Standing`` from the fleet's state and carries out each step it returns, charging
-each AWS call the worker's step makes. The worker's periodic redrive (``ViewRead``)
+each AWS call the worker's step makes. The worker's periodic restart of parked jobs (``ViewRead``)
 is not replayed: it starts only what a failed AWS call left, and here none fails.
 """
 

@@ -21,7 +21,7 @@ One branch per trigger (docs/design.rst, "A freed slot"):
   ``OWE``d (the host's last); a borrowed job's slot is lent again.
 * ``QueueEmpty`` (``_owed``, ``_lend``): the hand-offs owed are paid, then idle slots lent.
 * ``BatchDone`` (``_share_fill``): fair share fills what is still free.
-* ``ViewRead`` (``_redrive``, ``_lend``): parked jobs no hand-off reached start (the last
+* ``ViewRead`` (``_restart_parked``, ``_lend``): parked jobs no hand-off reached start (the last
   slot only after a ``LOOK``), then idle slots are lent.
 """
 
@@ -186,7 +186,7 @@ def decide(standing: Standing, trigger: Trigger, rules: Rules = POLICY) -> Step 
     if isinstance(trigger, BatchDone):
         return _share_fill(standing)
     if isinstance(trigger, ViewRead):
-        return _redrive(standing, trigger, rules) or _lend(standing, rules)
+        return _restart_parked(standing, trigger, rules) or _lend(standing, rules)
     raise TypeError(f"not a trigger: {trigger!r}")
 
 
@@ -277,7 +277,7 @@ def _share_fill(s: Standing) -> Step | None:
     return Step(Kind.START, s.choice)
 
 
-def _redrive(s: Standing, t: ViewRead, rules: Rules) -> Step | None:
+def _restart_parked(s: Standing, t: ViewRead, rules: Rules) -> Step | None:
     """Parked jobs of tenants below their cap that no hand-off reached, within the cap;
     the host's last free slot only if the last receive found the queue empty and a look
     now finds nobody that sent since."""

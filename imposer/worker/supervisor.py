@@ -94,7 +94,7 @@ class Supervisor:
                 if self.done_enough():
                     self.stops.begin_drain("nothing left to do", len(self.running))
                     continue
-                self.redrive_parked()
+                self.restart_parked()
                 self.fill_free_slots()
         finally:
             self.shutdown()
@@ -194,11 +194,11 @@ class Supervisor:
                     reason=f"job ran past {self.overrun.limit:.0f}s; its pool worker was killed"))
 
     # -- new work ---------------------------------------------------------------
-    def redrive_parked(self) -> None:
+    def restart_parked(self) -> None:
         """Once per read of the waiting view: start parked jobs that no hand-off reached, and
         lend idle slots to capped tenants' parked jobs when borrowing is on."""
         with guard(None):
-            self.refill.redrive(self.pool.free(), self.drain.is_set, self.intake.empty_poll,
+            self.refill.restart_parked(self.pool.free(), self.drain.is_set, self.intake.empty_poll,
                                 self.intake.nothing_waiting)
 
     def fill_free_slots(self) -> None:

@@ -218,7 +218,7 @@ class TestAfterABatch:
         assert steps(Standing(free=2), BatchDone()) == []
 
 
-class TestARedrive:
+class TestARestartOfParkedJobs:
     def test_parked_jobs_no_hand_off_reached_start_while_another_slot_stays_free(self):
         """acme below its cap with queued work: its parked jobs start until one slot is
         left, which the queue keeps (the last receive was not empty)."""
@@ -245,7 +245,7 @@ class TestARedrive:
         assert steps(standing, ViewRead()) == []
 
     def test_then_idle_slots_are_lent(self):
-        """After the redrive, borrowing lends what is left beyond the reserve."""
+        """After the restart of parked jobs, borrowing lends what is left beyond the reserve."""
         standing = Standing(free=3, below_cap=("acme",), borrow=True, borrowers={"zeta": 0})
         assert kinds(steps(standing, ViewRead(), {"start:acme": False})) == [
             ("start", "acme"), ("start", "zeta", "borrow"), ("start", "zeta", "borrow")]

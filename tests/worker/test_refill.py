@@ -47,16 +47,16 @@ class TestTheLastFreeSlot:
     def test_a_redrive_leaves_the_last_slot_to_a_tenant_that_sent_since(self, settings,
                                                                          tmp_path):
         """acme's job ends in the last free slot while initech's message waits (the look
-        brought it, no fill has dispatched it): the redrive of the next view read, though
+        brought it, no fill has dispatched it): the restart of parked jobs at the next view read, though
         the last receive found the queue empty, leaves acme's parked job parked, and the
-        next fill starts initech's job in the slot (a redrive used to give it to acme)."""
+        next fill starts initech's job in the slot (a restart used to give it to acme)."""
         with looked_at_the_last_slot(settings, tmp_path) as (supervisor, backends, first,
                                                              parked, quiet):
             assert len(supervisor.pool.free()) == 1
             supervisor.intake.empty_poll = True  # the last receive found the queue empty
             supervisor.borrowing.refresh()  # a new read of the waiting view: acme below cap
             assert "acme" in supervisor.borrowing.view().below_cap
-            supervisor.redrive_parked()
+            supervisor.restart_parked()
             assert record_of(backends, parked).status is JobStatus.QUEUED
             supervisor.fill_free_slots()
             assert record_of(backends, quiet).status is JobStatus.RUNNING

@@ -12,7 +12,7 @@ The same background read (``refresh``, every ``IMPOSER_REDRIVE_SECONDS``)
 says which tenants at their cap have work waiting (their parked jobs may
 borrow idle slots, ``policy.borrow_turns``) and which tenants below their
 cap have queued work: parked jobs no hand-off reached (a release or a read
-of the notes failed) are started from there by ``Refiller.redrive``. Its
+of the notes failed) are started from there by ``Refiller.restart_parked``. Its
 cost is one read of the open index, of the counters and of the tiers per
 interval per host, whatever the number of jobs.
 """

@@ -17,7 +17,7 @@ from imposer.clock import Clock
 from imposer.logs import extra
 from imposer.metrics import Metrics
 from imposer.models import JobRequest, Received
-from imposer.models.records import SHARE_HOLD
+from imposer.models.records import SHARE_PARK_REASON
 from imposer.state.jobs import JobStore
 from imposer.state.tenants import TenantStore
 from imposer.worker.dispatch.contention import ContentionMeter
@@ -63,13 +63,13 @@ class Deferral:
         logger.info("parked job %s: %s", request.job_id, reason,
                     extra=extra("cap_defer", request.tenant_id, request.job_id))
 
-    def hold(self, request: JobRequest, message: Received, first: str) -> None:
+    def share_park(self, request: JobRequest, message: Received, first: str) -> None:
         """Fair share: park *message* below its tenant's cap, for *first* goes before it."""
         tenant = request.tenant_id
         cap = self.tenants.cap_for(tenant)
-        why = (f"{SHARE_HOLD}: {tenant} is above its weighted share of recent licence "
+        why = (f"{SHARE_PARK_REASON}: {tenant} is above its weighted share of recent licence "
                f"time, and {first} is further below its own" if first != tenant else
-               f"{SHARE_HOLD}: {tenant} may take no slot now (weight 0, or at its cap "
+               f"{SHARE_PARK_REASON}: {tenant} may take no slot now (weight 0, or at its cap "
                "as the share view counts its slots)")
         self.at_cap(request, message, cap, reason=why)
 
@@ -78,7 +78,7 @@ class Deferral:
         one) refused *message*: another host started a job of its tenant meanwhile."""
         tenant = request.tenant_id
         self.at_cap(request, message, cap, reason=(
-            f"{SHARE_HOLD}: another host started a job of {tenant} since this host's "
+            f"{SHARE_PARK_REASON}: another host started a job of {tenant} since this host's "
             f"decision counted {limit - 1} of its {cap} slots"))
 
     def defer(self, request: JobRequest, message: Received, reason: str | None) -> bool:

@@ -155,7 +155,7 @@ class Dispatcher:
             self.shares.seen(tenant)
             first = self.shares.yields_to(tenant, self.handoff.parked_tenants())
             if first is not None:
-                self.deferral.hold(request, message, first)
+                self.deferral.share_park(request, message, first)
                 return
         self.messages.give_back(message)
 
@@ -214,7 +214,7 @@ class Dispatcher:
                 self.shares.seen(tenant)
                 first, limit = self.shares.decide(tenant, self.handoff.parked_tenants())
                 if first is not None:
-                    self.deferral.hold(request, message, first)
+                    self.deferral.share_park(request, message, first)
                     return False
             acq = self.leases.acquire(request, self.host_id, slot, message.sent_at,
                                       message.receipt, limit=limit)

@@ -119,7 +119,7 @@ class Intake:
 
     def nothing_waiting(self, tenant: str) -> bool:
         """``look``, and what earlier looks brought that no ``fill`` dispatched yet counts
-        too: for a slot no release of this pass freed (a redrive's), which such a message
+        too: for a slot no release of this pass freed (a restart of parked jobs), which such a message
         would otherwise lose to *tenant*'s parked job."""
         return self.look(tenant) and self._none_for_others(self._looked, tenant)
 

@@ -61,7 +61,7 @@ class ParkedStarts:
             if fresh or self.handoff.has_notes_read(tenant):
                 return False  # none parked, or one is kept for later (at cap again, AWS failed)
             notes, _ = self.handoff.notes(tenant, fresh=True)
-        except BackendError as exc:  # the next redrive reads them again
+        except BackendError as exc:  # the next restart of parked jobs reads them again
             logger.warning("could not read the parked jobs of %s: %s", tenant, exc,
                            extra=extra("aws_error", tenant))
             return False
@@ -97,7 +97,7 @@ class ParkedStarts:
         same notes, so the next hand-off reads the live ones instead of paying
         a refused transaction for each. A borrowing acquire is refused while
         the tenant is below its cap: its own slot is then being handed over
-        by the host that freed it (or by a redrive), and taking it here
+        by the host that freed it (or by a restart of parked jobs), and taking it here
         would spread the tenant's own jobs over the hosts, each of which
         then keeps its reserve beside them (one slot fewer in use on two hosts).
         """
@@ -111,7 +111,7 @@ class ParkedStarts:
                                               limit=limit)
                 except BackendError as exc:
                     self.launcher.acquire_failed(request, exc)
-                    return False  # the note stays; a redrive or its window brings it back
+                    return False  # the note stays; a restart or its window brings it back
                 if acq.verdict == Verdict.ACQUIRED:
                     self.handoff.taken(note)
                     if self.messages.due(message):

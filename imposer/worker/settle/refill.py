@@ -15,7 +15,7 @@ parked jobs (``lend``): when a borrowed job ends, when a receive finds the
 queue empty, and once per read of the waiting view. Under fair share, free
 slots go to the parked work of the tenants furthest below their share
 (``share_fill``). And parked jobs that no hand-off reached (a failed release,
-hand-over or read of the notes) are started by ``redrive`` once per read of
+hand-over or read of the notes) are started by ``restart_parked`` once per read of
 that view, within the cap.
 """
 
@@ -50,8 +50,8 @@ class Refiller:
         #: Fair share (IMPOSER_SHARE_HALF_LIFE): a freed slot goes to the tenant furthest
         #: below its weighted share, not always to the settled job's tenant.
         self.shares = shares if shares is not None and shares.enabled else None
-        #: The waiting view's generation ``redrive`` last acted on.
-        self._redriven = 0
+        #: The waiting view's generation ``restart_parked`` last acted on.
+        self._restarted_at_view = 0
         #: tenant -> hand-offs owed to it: its jobs settled here while no slot could be given
         self._owed: dict[str, int] = {}
 
@@ -108,7 +108,7 @@ class Refiller:
         borrowers.update(self.borrowing.view().at_cap)
         return borrowers
 
-    def redrive(self, free: list[int], stopping: Callable[[], bool], queue_empty: bool,
+    def restart_parked(self, free: list[int], stopping: Callable[[], bool], queue_empty: bool,
                 look: Callable[[str], bool] | None = None) -> None:
         """Once per read of the waiting view: start parked jobs no hand-off reached, then
         lend idle slots (``allocation.ViewRead``).
@@ -121,9 +121,9 @@ class Refiller:
         while nobody waits.
         """
         view = self.borrowing.view()
-        if view.generation == self._redriven or stopping():
+        if view.generation == self._restarted_at_view or stopping():
             return
-        self._redriven = view.generation
+        self._restarted_at_view = view.generation
         self.allocate(allocation.ViewRead(queue_empty), free, stopping, look=look,
                       below_cap=tuple(view.below_cap))
 
