@@ -33,10 +33,12 @@ logger = logging.getLogger(__name__)
 class Messages:
     """Carry out a message's fate on the job queue, with the delays the settings give."""
 
-    def __init__(self, queue: JobQueue, settings: Settings, clock: Clock) -> None:
+    def __init__(self, queue: JobQueue, settings: Settings, clock: Clock,
+                 timing: LeaseTiming | None = None) -> None:
         self.queue = queue
         self.settings = settings
-        self.timing = LeaseTiming.from_settings(settings)
+        #: The parent's one LeaseTiming (``wiring.build``); a test may leave it to Settings.
+        self.timing = timing or LeaseTiming.from_settings(settings)
         self.clock = clock
 
     # -- while the job runs ----------------------------------------------------

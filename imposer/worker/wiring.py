@@ -118,7 +118,8 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     clock, metrics, leases = b.clock, b.metrics, b.leases
     pool = pool or Pool(s.slots, s)
     running, storage = RunningTable(), Storage(s.region)
-    messages = Messages(b.queue, s, clock)
+    timing = LeaseTiming.from_settings(s)  # every share of the lease TTL, once
+    messages = Messages(b.queue, s, clock, timing)
     overrun = OverrunPolicy(job_timeout=s.job_timeout_seconds, heartbeat=s.heartbeat_seconds)
     rollups = RollupRecorder(b.rollups, s.host_id, s.slots, clock)
     sender = OutboxSender(
@@ -127,14 +128,14 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
         parse_schedule(s.webhook_schedule), s.webhook_poll_seconds, clock, metrics=metrics)
     borrowing = BorrowPolicy(s.borrow, s.reserve_slots, leases, b.jobs, b.tenants)
     contention = ContentionMeter(s.slots, 2 * s.defer_seconds + 5, clock, metrics, s.host_id)
-    timing = LeaseTiming.from_settings(s)
     receiver = Receiver(b.queue, s.poll_seconds, timing.visibility, clock)
-    handoff = HandOff(s, b.waiting, messages, clock)
+    handoff = HandOff(s, b.waiting, messages, clock, timing)
     shares = SharePolicy(half_life=s.share_half_life, host_id=s.host_id, slots=s.slots,
                          leases=leases, jobs=b.jobs, tenants=b.tenants, running=running,
                          clock=clock)
     launcher = Launcher(s, leases=leases, pool=pool, running=running, rollups=rollups,
-                        contention=contention, overrun=overrun, metrics=metrics, clock=clock)
+                        contention=contention, overrun=overrun, metrics=metrics, clock=clock,
+                        timing=timing)
     senders = SenderCheck(b.tenants, trusted=s.trusted_senders, require=s.require_senders,
                           whoami=lambda: session.caller_identity(s.region)[0]["UserId"])
     vet = Vetting(bucket=s.bucket, jobs=b.jobs, messages=messages, metrics=metrics,

@@ -30,6 +30,8 @@ class TestBuild:
         assert {id(p.pool) for p in (supervisor, d.launcher, settler, supervisor.intake)} == \
             {id(supervisor.pool)}
         assert settler.starts is supervisor.refill.starts, "one starter of parked jobs"
+        assert {id(p.timing) for p in (supervisor.messages, d.launcher, d.handoff)} == \
+            {id(supervisor.messages.timing)}, "one LeaseTiming, built in the composition root"
 
     def test_the_settler_looks_at_the_queue_through_the_intake(self, settings, backends):
         """The one cycle of the parent (the intake refills through the refiller; a promise

@@ -67,9 +67,9 @@ class HandOff:
     """Park capped messages and list a tenant's oldest parked ones."""
 
     def __init__(self, settings: Settings, waiting: WaitingStore, messages: Messages,
-                 clock: Clock) -> None:
+                 clock: Clock, timing: LeaseTiming | None = None) -> None:
         self.settings, self.waiting, self.messages, self.clock = settings, waiting, messages, clock
-        self.timing = LeaseTiming.from_settings(settings)
+        self.timing = timing or LeaseTiming.from_settings(settings)
         self._mine: dict[tuple[str, str], Parked] = {}
         #: tenant -> (monotonic time read, the notes of that Query not yet taken)
         self._read: dict[str, tuple[float, list[Parked]]] = {}

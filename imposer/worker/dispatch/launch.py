@@ -31,11 +31,12 @@ class Launcher:
 
     def __init__(self, settings: Settings, *, leases: LeaseStore, pool: Pool,
                  running: RunningTable, rollups: RollupRecorder, contention: ContentionMeter,
-                 overrun: OverrunPolicy, metrics: Metrics, clock: Clock) -> None:
+                 overrun: OverrunPolicy, metrics: Metrics, clock: Clock,
+                 timing: LeaseTiming | None = None) -> None:
         self.settings, self.leases, self.pool, self.running = settings, leases, pool, running
         self.rollups, self.contention, self.overrun = rollups, contention, overrun
         self.metrics, self.clock = metrics, clock
-        self.timing = LeaseTiming.from_settings(settings)
+        self.timing = timing or LeaseTiming.from_settings(settings)
         #: Jobs started by this host since it booted.
         self.started = 0
 
