@@ -1,22 +1,16 @@
-"""Refill free slots from parked jobs, on any host: after a release, when owed, lent, redriven.
+"""Carry out the slot decision for every slot no promise with a release reached.
 
 The cheapest refill is not here: a settling job's release itself starts the
 tenant's oldest parked job when its slot was promised to it
-(``Settler.promise_slot``, ``LeaseStore.hand_over``). What this owns is
-every other way a parked job takes a free slot. Failing a promise, ``wake``
-hands the slot over right after the release; and when no slot may be handed
-over now, the hand-off is owed and paid by the next receive that finds the
-queue empty (``wake_idle``). Each obeys ``policy.may_hand_off``: another
-slot stays free for a tenant waiting in the queue, or a look at the queue
-found none waiting there, so quiet tenants still come first.
-
-With borrowing on, idle slots beyond the reserve go to capped tenants'
-parked jobs (``lend``): when a borrowed job ends, when a receive finds the
-queue empty, and once per read of the waiting view. Under fair share, free
-slots go to the parked work of the tenants furthest below their share
-(``share_fill``). And parked jobs that no hand-off reached (a failed release,
-hand-over or read of the notes) are started by ``restart_parked`` once per read of
-that view, within the cap.
+(``Settler.promise_slot``, ``LeaseStore.hand_over``). Every other trigger of
+``imposer.worker.allocation`` comes here, and ``allocate`` carries its steps out:
+a plain release (``wake``: a start, or a hand-off owed when the slot was the
+host's last), a receive that found the queue empty (``wake_idle``: the hand-offs
+owed paid, idle slots lent with borrowing on), the end of a receive's batch
+(``share_fill``: fair share's choice), and a read of the waiting view
+(``restart_parked``: parked jobs a failed release, hand-over or read of the notes
+left, within the cap). Which slot goes to whom is the decision's; a start is
+``ParkedStarts``'.
 """
 
 from __future__ import annotations
@@ -37,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 
 class Refiller:
-    """Give a freed slot of a capped tenant to the tenant's oldest parked job."""
+    """Give free slots to parked jobs as the slot decision says, and keep what is owed."""
 
     def __init__(self, *, slots: int, starts: ParkedStarts, dispatch: Dispatcher,
                  handoff: HandOff, borrowing: BorrowPolicy,
