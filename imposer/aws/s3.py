@@ -83,29 +83,36 @@ class Storage:
         """Make the committed attempt's plate the job's output; True if it is (now) there.
 
         Idempotent: a plate already promoted from this epoch is left alone. The
-        copy is conditional on the key being empty (S3's If-None-Match), so two
-        promoters of one attempt cannot both write. False when another
-        attempt's plate is already there (which fencing should make impossible).
+        copy is conditional on the key being empty (S3's If-None-Match), so of
+        two promoters of one attempt (its settlement, a duplicate delivery's
+        finish, the webhook sender) only one writes: the key gets one version.
+        False when another attempt's plate is already there (which fencing
+        should make impossible).
         """
-        there = self.epoch_of(output)
-        if there == epoch:
+        for _ in range(3):  # 409: a conditional write to the key was in flight; S3 says retry
+            there = self.epoch_of(output)
+            if there == epoch:
+                self.delete(attempt)
+                return True
+            if there:
+                return False
+            kwargs = {"Bucket": output.bucket, "Key": output.key, "MetadataDirective": "COPY",
+                      "CopySource": {"Bucket": attempt.bucket, "Key": attempt.key}}
+            if there is None:
+                kwargs["IfNoneMatch"] = "*"
+            with session.translated(f"promote {attempt} to {output}"):
+                try:
+                    self.client.copy_object(**kwargs)
+                except botocore.exceptions.ClientError as exc:
+                    code = session.error_code(exc)
+                    if code == "ConditionalRequestConflict":
+                        continue
+                    if code != "PreconditionFailed":
+                        raise
+                    return self.epoch_of(output) == epoch
             self.delete(attempt)
             return True
-        if there:
-            return False
-        kwargs = {"Bucket": output.bucket, "Key": output.key, "MetadataDirective": "COPY",
-                  "CopySource": {"Bucket": attempt.bucket, "Key": attempt.key}}
-        if there is None:
-            kwargs["IfNoneMatch"] = "*"
-        with session.translated(f"promote {attempt} to {output}"):
-            try:
-                self.client.copy_object(**kwargs)
-            except botocore.exceptions.ClientError as exc:
-                if session.error_code(exc) not in ("PreconditionFailed", "ConditionalRequestConflict"):
-                    raise
-                return self.epoch_of(output) == epoch
-        self.delete(attempt)
-        return True
+        raise BackendError(f"promote {attempt} to {output}: the key stayed in conflict")
 
     def delete(self, uri: S3Uri) -> None:
         with session.translated(f"delete {uri}"):

@@ -29,6 +29,11 @@ def plant_everything(chaos: Chaos, tmp_path) -> list[subprocess.Popen]:
     a, b, c, d = ok[:4]
     # output: the plate of a succeeded job disappears
     chaos.stack.s3.delete_object(Bucket=s.bucket, Key=a.request.output.split("/", 3)[3])
+    # output: a succeeded job's plate written a second time (the same attempt's bytes)
+    key = c.request.output.split("/", 3)[3]
+    plate = chaos.stack.s3.get_object(Bucket=s.bucket, Key=key)
+    chaos.stack.s3.put_object(Bucket=s.bucket, Key=key, Body=plate["Body"].read(),
+                              Metadata=plate["Metadata"])
     # webhook: a second event id for a job
     chaos.receiver.deliveries.append(Delivery(
         at=time.monotonic(), tenant_id=b.tenant_id, webhook_id="msg_planted", job_id=b.job_id,
@@ -100,3 +105,5 @@ class TestChecks:
         assert found == set(COLUMNS), report.render()
         assert [v for v in report.violations
                 if v.column == "rerun" and "lease ran out" in v.detail], report.render()
+        assert [v for v in report.violations
+                if v.column == "output" and "written 2 times" in v.detail], report.render()

@@ -98,3 +98,24 @@ class TestInit:
             '"maxReceiveCount": 1000' in attrs_["RedrivePolicy"]
         names_ = boto3.client("sqs").list_queues(QueueNamePrefix=names["queue_name"])["QueueUrls"]
         assert len(names_) == 2
+
+
+class TestConditionalWrites:
+    def test_a_copy_onto_an_object_with_if_none_match_is_refused_as_s3_does(
+            self, settings):
+        """CopyObject with If-None-Match: * onto a key that holds an object is 412 and
+        writes no version (moto alone wrote a second one), as PutObject's is."""
+        from botocore.exceptions import ClientError
+
+        s3, bucket = boto3.client("s3"), settings.bucket
+        s3.put_object(Bucket=bucket, Key="src", Body=b"%PDF-1.7")
+        s3.copy_object(Bucket=bucket, Key="dst", CopySource={"Bucket": bucket, "Key": "src"},
+                       IfNoneMatch="*")
+        for write in (lambda: s3.copy_object(Bucket=bucket, Key="dst", IfNoneMatch="*",
+                                             CopySource={"Bucket": bucket, "Key": "src"}),
+                      lambda: s3.put_object(Bucket=bucket, Key="dst", Body=b"x",
+                                            IfNoneMatch="*")):
+            with pytest.raises(ClientError, match="PreconditionFailed"):
+                write()
+        versions = s3.list_object_versions(Bucket=bucket, Prefix="dst").get("Versions", [])
+        assert len(versions) == 1

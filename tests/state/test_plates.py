@@ -67,3 +67,26 @@ class TestPromote:
         req = request(bucket=f"{settings.bucket}-gone")
         with pytest.raises(BackendError):
             promote(storage, req, req.attempt_uri("e1"), "e1")
+
+
+class TestRacingPromoters:
+    def test_two_promoters_of_one_attempt_write_one_version(self, settings, storage, tmp_path):
+        """A duplicate delivery's finish promoting while the settling host promotes (both
+        read an empty key first) leaves one plate version at the output key, and both
+        say it is there (the chaos run saw two versions)."""
+        req = request(bucket=settings.bucket)
+        attempt = attempt_of(storage, req, "e1", tmp_path)
+        other = Storage(settings.region)
+        raced = []
+
+        def the_other_host_first(**_):
+            if not raced:
+                raced.append(promote(other, req, attempt, "e1"))
+
+        storage.client.meta.events.register("before-call.s3.CopyObject", the_other_host_first)
+        assert promote(storage, req, attempt, "e1") is True
+        assert raced == [True]
+        listing = storage.client.list_object_versions(
+            Bucket=settings.bucket, Prefix=S3Uri.parse(req.output).key)
+        assert len(listing.get("Versions", [])) == 1 and not listing.get("DeleteMarkers")
+        assert storage.epoch_of(S3Uri.parse(req.output)) == "e1"

@@ -19,6 +19,12 @@ credentials (an IAM user's id, a role's id and session), and imposer
 refuses a message whose sender is not bound to its tenant; this stack
 stamps what STS says of the request's access key, as SQS does.
 
+S3 refuses a ``CopyObject`` with ``If-None-Match: *`` onto a key that holds an
+object (412), as it refuses such a ``PutObject``; moto checks the condition on
+puts only, and without a lock, so two hosts promoting one plate at once both
+wrote a version of it. This stack checks both, each check and its write under
+one lock.
+
 A bucket made by ``imposer init`` denies requests not made over TLS, as the
 template's does; moto cannot evaluate that condition and would deny every
 request. Requests to this stack stand for HTTPS requests to AWS, so a
@@ -96,6 +102,32 @@ def use_real_senders() -> None:
     SQSResponse._imposer_senders = True
 
 
+_writing = threading.Lock()
+
+
+def conditional_writes() -> None:
+    """Make moto refuse a put or copy with ``If-None-Match: *`` onto an object, atomically."""
+    from moto.s3.exceptions import PreconditionFailed
+    from moto.s3.responses import S3Response
+
+    if getattr(S3Response, "_imposer_conditional", False):
+        return
+
+    def conditional(write):
+        def wrapper(self):
+            if self.headers.get("If-None-Match") != "*":
+                return write(self)
+            with _writing:
+                if self.backend.get_object(self.bucket_name, self.parse_key_name()) is not None:
+                    raise PreconditionFailed("If-None-Match")
+                return write(self)
+        return wrapper
+
+    S3Response.copy_object = conditional(S3Response.copy_object)
+    S3Response.put_object = conditional(S3Response.put_object)
+    S3Response._imposer_conditional = True
+
+
 def as_if_over_tls() -> None:
     """Let no ``aws:SecureTransport`` = false statement apply (see the module doc)."""
     from moto.iam.access_control import IAMPolicyStatement, PermissionResult
@@ -148,6 +180,7 @@ class LocalStack:
         if fair_queues:
             use_fair_queues()
         use_real_senders()
+        conditional_writes()
         as_if_over_tls()
         localindex.install()
         localtxn.install()
