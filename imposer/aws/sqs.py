@@ -126,12 +126,17 @@ class JobQueue:
         and a dead job's ``imposer_job_id`` and ``imposer_epoch``) goes with
         it, and then the send is tried once (``send``'s *once*).
         """
+        self.copy_to_dlq(message, reason, identity)
+        self.delete(message)
+
+    def copy_to_dlq(self, message: Received, reason: str,
+                    identity: dict[str, str] | None = None) -> None:
+        """Send *message*'s copy, with the reason, to the DLQ (the message stays)."""
         attributes = dict(message.attributes)
         attributes.update(imposer_error=reason[:1000],
                           imposer_receive_count=str(message.receive_count), **(identity or {}))
         self.send(message.body, message.group_id or "unknown", attributes, queue=self.dlq_name,
                   once=identity is not None)
-        self.delete(message)
 
     def republish(self, message: Received, body: str | None = None) -> str:
         """Send a fresh copy of *message* (same job, same group), then retire the old one."""

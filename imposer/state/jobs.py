@@ -57,8 +57,30 @@ def open_shard(tenant_id: str, job_id: str) -> str:
 
 
 #: A dead job's record says its dead letter is owed from its release on, until a host
-#: claims it for sending (``dead_letter`` then holds that claim).
+#: claims it for sending (``dead_letter`` then holds that claim, ``claim:<time>:<token>``),
+#: and ``sent`` once SQS took it. A claim older than its hold is a host that died or lost
+#: its reply mid-send: the job's returning message claims it again, so no dead job is left
+#: without its DLQ message (a lost reply may make it two, with one dead-letter id).
+#: Records of older versions hold ``sending:<token>``: sent, as they meant.
 DEAD_LETTER_OWED = "owed"
+DEAD_LETTER_SENT = "sent"
+CLAIM_PREFIX = "claim:"
+
+
+def dead_letter_claim(now: float, token: str) -> str:
+    """A claim whose text sorts by its time (fixed width), so a condition can age it."""
+    return f"{CLAIM_PREFIX}{now:017.3f}:{token}"
+
+
+def claim_is_fresh(state: str | None, now: float, hold: float) -> bool:
+    """Say whether *state* is a claim made within *hold* (its host may still be sending)."""
+    return bool(state and state.startswith(CLAIM_PREFIX)
+                and state >= dead_letter_claim(now - hold, ""))
+
+
+def dead_letter_due(state: str | None) -> bool:
+    """Say whether a dead job's record may still owe its DLQ message (owed, or claimed)."""
+    return state == DEAD_LETTER_OWED or bool(state and state.startswith(CLAIM_PREFIX))
 
 
 def free_to_start(update: Update) -> str:
@@ -135,15 +157,31 @@ class JobStore:
             up.add(defers=1).set(last_defer_at=now)
         return up
 
-    def claim_dead_letter(self, tenant_id: str, job_id: str, claim: str) -> bool:
+    def started_under(self, request: JobRequest, epoch: str) -> bool:
+        """Say whether the job's record shows a start under *epoch* (a hand-over's own)."""
+        return getattr(self.get(request.tenant_id, request.job_id), "epoch", None) == epoch
+
+    def claim_dead_letter(self, tenant_id: str, job_id: str, claim: str,
+                          stale: str | None = None) -> bool:
         """Take a dead job's owed dead letter for sending under *claim*; False if it is not
-        owed (sent already, or claimed by another host). A try of the claim whose reply was
-        lost finds the claim its own, so botocore's retry never turns it into a refusal."""
+        owed (sent already, or claimed by another host since after *stale*, a claim of
+        the same form). A try of the claim whose reply was lost finds the claim its own,
+        so botocore's retry never turns it into a refusal."""
         up = Update().set(dead_letter=claim)
-        owed = f"{up.name('dead_letter')} IN ({up.value(DEAD_LETTER_OWED, 'o')}, " \
-               f"{up.value(claim, 'c')})"
+        name = up.name("dead_letter")
+        owed = f"{name} IN ({up.value(DEAD_LETTER_OWED, 'o')}, {up.value(claim, 'c')})"
+        if stale is not None:
+            owed += (f" OR (begins_with({name}, {up.value(CLAIM_PREFIX, 'p')}) "
+                     f"AND {name} < {up.value(stale, 's')})")
         return self.dynamo.update(self.table, self.key(tenant_id, job_id), up.expression,
                                   up.values, up.names, owed)
+
+    def sent_dead_letter(self, tenant_id: str, job_id: str, claim: str) -> bool:
+        """Record that the dead letter sent under *claim* reached SQS."""
+        up = Update().set(dead_letter=DEAD_LETTER_SENT)
+        mine = f"{up.name('dead_letter')} = {up.value(claim, 'c')}"
+        return self.dynamo.update(self.table, self.key(tenant_id, job_id), up.expression,
+                                  up.values, up.names, mine)
 
     def owe_dead_letter(self, tenant_id: str, job_id: str, claim: str) -> bool:
         """Give a claimed dead letter back (SQS refused the send): the job's returning

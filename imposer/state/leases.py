@@ -185,10 +185,10 @@ class LeaseStore(LeaseBook):
         borrows one (``lease_items.hand_on``). The successor's note is
         claimed in the same write, so two hosts never start one note, and
         this is an acquire and a release with one call fewer. True once
-        committed; False when the successor's part was refused (nothing was
-        written: release as usual). Raises LeaseLost as ``release`` does.
-        Every try of one hand-over is the same request, with one
-        ClientRequestToken.
+        committed; False when the successor's part was refused, or an earlier
+        plain release (its reply lost) ended the lease: nothing was written,
+        release as usual. Raises LeaseLost as ``release`` does. Every try of
+        one hand-over is the same request, with one ClientRequestToken.
         """
         items = self._release_items(lease, status, failures, fields, ended_at)
         first, *theirs = lease_items.hand_on(self.table, lease, successor.lease, successor.cap)
@@ -208,9 +208,12 @@ class LeaseStore(LeaseBook):
             if status == JobStatus.QUEUED or not self.released(lease, status):
                 raise LeaseLost(f"release of job {lease.job_id} refused: lease epoch "
                                 f"{lease.epoch} is no longer current") from None
-            logger.warning("the reply to the hand-over of job %s was lost; the job record "
-                           "shows it committed", lease.job_id,
-                           extra=extra("release_reply_lost", lease.tenant_id, lease.job_id))
+            done = self.jobs.started_under(successor.request, successor.lease.epoch)
+            logger.warning("the reply to %s of job %s was lost; the job record shows it committed",
+                           "the hand-over" if done else "an earlier release (not this hand-over)",
+                           lease.job_id, extra=extra("release_reply_lost", lease.tenant_id,
+                                                     lease.job_id))
+            return done
         return True
 
     def _release_items(self, lease: Lease, status: JobStatus, failures: int,

@@ -23,7 +23,7 @@ from imposer.errors import BackendError, ReplyLost
 from imposer.logs import extra
 from imposer.models import JobRequest, Received
 from imposer.settings import Settings
-from imposer.state.jobs import JobStore
+from imposer.state.jobs import JobStore, claim_is_fresh, dead_letter_claim
 from imposer.worker import policy
 from imposer.worker.timing import LeaseTiming
 
@@ -165,26 +165,43 @@ class Messages:
         """Send a dead job's one DLQ message, if its record still owes it; delete *message*.
 
         The record owes it from the release that made the job dead; a claim
-        taken first means no host sends a second one, and the send is tried
-        once: a reply lost after SQS took it is logged (``dead_letter_unsure``)
-        and not tried again. Every copy carries the same ``imposer_dead_letter_id``.
-        True if this call sent it.
+        taken first means no other host sends it meanwhile, and the send is
+        tried once. Sent, the record says so and the message goes. A claim
+        that outlives a lease TTL unsent (its host died, or the reply of its
+        send was lost: ``dead_letter_unsure``) is taken again by the job's
+        returning message, which is kept until then: no dead job is left
+        without its DLQ message, and every copy carries the same
+        ``imposer_dead_letter_id``. True if this call sent it.
         """
-        claim = f"sending:{uuid.uuid4().hex}"
-        if not jobs.claim_dead_letter(request.tenant_id, request.job_id, claim):
-            self.queue.delete(message)  # sent already: this is a returning copy
+        now, hold = self.clock.time(), self.timing.ttl
+        claim = dead_letter_claim(now, uuid.uuid4().hex)
+        if not jobs.claim_dead_letter(request.tenant_id, request.job_id, claim,
+                                      stale=dead_letter_claim(now - hold, "")):
+            record = jobs.get(request.tenant_id, request.job_id)
+            if record is not None and claim_is_fresh(record.dead_letter, now, hold):
+                self.queue.change_visibility(message, hold)  # back when that claim is stale
+            else:
+                self.queue.delete(message)  # sent already: this is a returning copy
             return False
         identity = {"imposer_job_id": request.key, "imposer_epoch": epoch,
                     "imposer_dead_letter_id": f"{request.key}/{epoch}"}
         try:
-            self.queue.dead_letter(message, reason, identity)
+            self.queue.copy_to_dlq(message, reason, identity)
         except ReplyLost as exc:
-            logger.error("job %s: its dead letter %s was sent but the reply was lost; not "
-                         "sending it again (%s)", request.key, identity["imposer_dead_letter_id"],
-                         exc, extra=extra("dead_letter_unsure", request.tenant_id,
-                                          request.job_id))
-            self.queue.delete(message)
+            logger.error("job %s: the reply of its dead letter %s was lost; the job's message "
+                         "comes back in %.0fs and sends it again unless it was recorded sent "
+                         "(%s)", request.key, identity["imposer_dead_letter_id"], hold, exc,
+                         extra=extra("dead_letter_unsure", request.tenant_id, request.job_id))
+            self.queue.change_visibility(message, hold)
+            return True
         except BackendError:
             jobs.owe_dead_letter(request.tenant_id, request.job_id, claim)
             raise
+        try:
+            jobs.sent_dead_letter(request.tenant_id, request.job_id, claim)
+        except BackendError as exc:  # its claim ages; only a returning message would resend
+            logger.warning("job %s: its dead letter was sent but not recorded so: %s",
+                           request.key, exc, extra=extra("dead_letter_record_error",
+                                                         request.tenant_id, request.job_id))
+        self.queue.delete(message)
         return True

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from imposer.models import JobStatus
+from imposer.state.jobs import (DEAD_LETTER_OWED, DEAD_LETTER_SENT, claim_is_fresh,
+                                dead_letter_claim, dead_letter_due)
 from tests.fixtures.jobs import request
 
 
@@ -79,3 +81,42 @@ class TestTenantPages:
             backends.leases.release(lease, JobStatus.SUCCEEDED, finished_at=1.0)
         assert sorted(r.tenant_id for r in backends.jobs.find("same")) == ["acme", "globex"]
         assert backends.jobs.find("nobody") == []
+
+
+class TestDeadLetterClaims:
+    """A dead job's DLQ message is claimed by one host at a time; a claim that ages unsent
+    is taken again, a sent one never."""
+
+    def dead(self, backends) -> str:
+        req = request("acme")
+        backends.jobs.finish_unleased("acme", req.job_id, JobStatus.DEAD, "planted", "tool",
+                                      dead_letter=DEAD_LETTER_OWED)
+        return req.job_id
+
+    def test_a_fresh_claim_holds_and_an_aged_one_is_taken_again(self, backends):
+        """Another host's claim refuses a second claim while it is younger than the hold, and
+        yields to one after it; the record then holds the new claim."""
+        job = self.dead(backends)
+        first = dead_letter_claim(1000.0, "host-a")
+        assert backends.jobs.claim_dead_letter("acme", job, first)
+        second = dead_letter_claim(1005.0, "host-b")
+        assert not backends.jobs.claim_dead_letter("acme", job, second,
+                                                   stale=dead_letter_claim(1000.0 - 1, ""))
+        assert claim_is_fresh(first, now=1005.0, hold=10.0)
+        assert backends.jobs.claim_dead_letter("acme", job, second,
+                                               stale=dead_letter_claim(1000.0 + 1, ""))
+        assert backends.jobs.get("acme", job).dead_letter == second
+        assert not claim_is_fresh(first, now=1011.0, hold=10.0)
+
+    def test_a_sent_or_old_style_claim_is_never_taken(self, backends):
+        """Once recorded sent (or held in an older version's ``sending:`` form, which meant
+        sent), no claim is taken however old, and nothing is due."""
+        job = self.dead(backends)
+        claim = dead_letter_claim(1000.0, "host-a")
+        assert backends.jobs.claim_dead_letter("acme", job, claim)
+        assert backends.jobs.sent_dead_letter("acme", job, claim)
+        later = dead_letter_claim(9e9, "")
+        assert not backends.jobs.claim_dead_letter("acme", job, dead_letter_claim(2000.0, "b"),
+                                                   stale=later)
+        assert not dead_letter_due(DEAD_LETTER_SENT) and not dead_letter_due("sending:ab12")
+        assert dead_letter_due(DEAD_LETTER_OWED) and dead_letter_due(claim)

@@ -20,6 +20,7 @@ from imposer.aws.s3 import EPOCH_META
 from imposer.child import cleanup
 from imposer.client.submit import submit
 from imposer.models import JobStatus, S3Uri, TenantConfig
+from imposer.state.jobs import dead_letter_claim
 from imposer.state.outbox import event_id
 from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.parents import hand_driven
@@ -201,24 +202,50 @@ def assert_one_fate(backends, settings, job: str) -> None:
     assert depth["visible"] + depth["in_flight"] == 0, "the job's message was not deleted"
 
 
+def returned_and_settled(supervisor, backends, clock, settings) -> None:
+    """Age every dead-letter claim past a lease TTL, then let the job's message come back
+    (it was kept back that long) and be settled."""
+    clock.advance(settings.lease_ttl_seconds + 1)
+    wait_for(lambda: (supervisor.fill_free_slots(),
+                      sum(backends.queue.depth().values()))[1] == 0, 60,
+             "the returning message to be settled")
+
+
 class TestOneDeadLetter:
-    def test_a_dead_letter_whose_reply_was_lost_is_not_sent_again(
+    def test_a_dead_letter_send_that_never_reached_sqs_is_sent_when_its_message_returns(
             self, dying_behind_proxy, settings, tmp_path, caplog):
-        """A DLQ send whose reply is lost is retried neither by botocore nor by imposer: the
-        dead job has one DLQ message, one webhook event id, and an error line saying so."""
-        supervisor, backends, _, _ = dying_behind_proxy
-        job = settle_dying(dying_behind_proxy, settings, tmp_path, "drop_reply")
+        """A DLQ send whose connection dropped before SQS had it (the worker cannot tell a
+        lost reply) is not retried at once, but its message is kept and its claim ages: the
+        message comes back and sends the one DLQ message (before, the job had none)."""
+        supervisor, backends, clock, _ = dying_behind_proxy
+        job = settle_dying(dying_behind_proxy, settings, tmp_path, "drop")
         assert not len(supervisor.running)
-        assert_one_fate(backends, settings, job)
         actions = [getattr(r, "action", None) for r in caplog.records]
         assert actions.count("dead_letter_unsure") == 1
+        assert dead_letters(settings) == []
+        returned_and_settled(supervisor, backends, clock, settings)
+        assert_one_fate(backends, settings, job)
+        assert record_of(backends, job).dead_letter == "sent"
+
+    def test_a_dead_letter_whose_reply_was_lost_is_sent_again_under_one_id(
+            self, dying_behind_proxy, settings, tmp_path, caplog):
+        """A DLQ send SQS took but whose reply was lost is sent again when the message
+        returns (no dead job is left without one): both copies carry one dead-letter id,
+        which a DLQ consumer dedupes on, and the record then says sent."""
+        supervisor, backends, clock, _ = dying_behind_proxy
+        job = settle_dying(dying_behind_proxy, settings, tmp_path, "drop_reply")
+        returned_and_settled(supervisor, backends, clock, settings)
+        record = record_of(backends, job)
+        ids = [d["imposer_dead_letter_id"] for d in dead_letters(settings)]
+        assert ids == [f"{record.key}/{record.epoch}"] * 2
+        assert record.dead_letter == "sent"
 
     def test_a_dead_letter_never_sent_is_sent_when_its_message_returns(
             self, dying_behind_proxy, settings, tmp_path):
         """A dead job released without its DLQ message (SQS refused the send; a host killed
         right after the release leaves the same record and message) gets exactly one when its
         message returns, and no other host may claim it after that."""
-        supervisor, backends, _, _ = dying_behind_proxy
+        supervisor, backends, clock, _ = dying_behind_proxy
         job = settle_dying(dying_behind_proxy, settings, tmp_path, "error")
         assert record_of(backends, job).dead_letter == "owed"
         assert dead_letters(settings) == []
@@ -226,7 +253,9 @@ class TestOneDeadLetter:
                           sum(backends.queue.depth().values()))[1] == 0, 60,
                  "the returning message to be dead-lettered")
         assert_one_fate(backends, settings, job)
-        assert not backends.jobs.claim_dead_letter("acme", job, "sending:another-host")
+        assert not backends.jobs.claim_dead_letter(
+            "acme", job, dead_letter_claim(clock.time(), "another-host"),
+            stale=dead_letter_claim(clock.time() + 3600, ""))
 
 
 class TestOneDeadLetterPerMessage:

@@ -22,7 +22,7 @@ from imposer.models import (
     Received,
 )
 from imposer.state import plates
-from imposer.state.jobs import DEAD_LETTER_OWED, JobStore
+from imposer.state.jobs import JobStore, dead_letter_due
 from imposer.state.leases import Acquisition, LeaseStore, Verdict
 from imposer.worker import policy
 from imposer.worker.threads import sweep as sweeping
@@ -256,7 +256,7 @@ class Dispatcher:
         under its attempt key, or between a death's release and its DLQ message
         left that owed; the returning message is the cue to finish either.
         """
-        if acq.status == JobStatus.DEAD.value and acq.dead_letter == DEAD_LETTER_OWED:
+        if acq.status == JobStatus.DEAD.value and dead_letter_due(acq.dead_letter):
             record = self.jobs.get(request.tenant_id, request.job_id)
             self.messages.dead_letter_job(self.jobs, request, record.epoch or "", message,
                                           record.error or "too many failures")
