@@ -382,6 +382,26 @@ class TestHandOver:
                                       finished_at=1.0)
         assert record_of(backends, fourth.job_id) is None
 
+    def test_a_hand_over_after_a_plain_release_committed_unseen_starts_nothing(
+            self, backends, clock):
+        """A plain release that committed with its reply lost, then a hand-over tried on
+        the next pass: False (it did not commit; before, it was taken for its own lost
+        reply and the successor launched with no lease), the successor's note kept parked
+        and no lease held; the plain release tried again finds itself done."""
+        first, second = request(), request()
+        lease = backends.leases.acquire(first, "h", 0).lease
+        backends.leases.release(lease, JobStatus.SUCCEEDED, output_epoch=lease.epoch,
+                                finished_at=1.0)
+        successor = successor_of(backends, second, clock, cap=4)
+        assert not backends.leases.hand_over(lease, JobStatus.SUCCEEDED, successor,
+                                             output_epoch=lease.epoch, finished_at=1.0)
+        assert backends.leases.leases() == []
+        assert [n.job_id for n in backends.waiting.oldest("acme")] == [second.job_id]
+        assert record_of(backends, second.job_id) is None
+        backends.leases.release(lease, JobStatus.SUCCEEDED, output_epoch=lease.epoch,
+                                finished_at=1.0)
+        assert backends.leases.counters()["acme"].inflight == 0
+
 
 def counter(backends, tenant: str) -> tuple[int, int]:
     c = backends.leases.counters()[tenant]
