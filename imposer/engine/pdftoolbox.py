@@ -189,17 +189,24 @@ def _libc_prctl():
 
 
 _prctl = _libc_prctl()
+#: The exit status of a tool whose pool child died before it could exec.
+_ORPHANED = 125
 
 
-def _die_with_parent() -> None:
-    """In the tool, before exec: be killed when the pool child that started it dies.
+def _die_with_parent(parent: int) -> None:
+    """In the tool, before exec: be killed when the pool child *parent* that started it dies.
 
     Linux only, and only the tool itself; helpers it spawns are found through
-    the OWNER variable by the parent instead. Resolved at import: nothing is
-    imported between fork and exec.
+    the OWNER variable by the parent instead. A pool child killed between the
+    fork and the ``prctl`` never sends the signal: the tool, already an orphan,
+    sees its parent changed and leaves before exec (the parent's search by OWNER
+    cannot see it yet: the variable comes with exec). Resolved at import:
+    nothing is imported between fork and exec.
     """
     if _prctl is not None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(_ORPHANED)
 
 
 def _output_of(command: Sequence[str]) -> Path | None:
@@ -236,7 +243,7 @@ def run_tool(command: Sequence[str], *, timeout: float, memory_limit_mb: float,
         try:
             popen = subprocess.Popen(list(command), cwd=cwd, env=child_env, stdout=out,
                                      stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
-                                     preexec_fn=_die_with_parent)
+                                     preexec_fn=functools.partial(_die_with_parent, os.getpid()))
         except OSError as exc:
             raise ToolConfigError(f"cannot start {command[0]!r}: {exc}") from exc
     tree = _Tree(popen, child_env[COOKIE])

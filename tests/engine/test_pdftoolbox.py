@@ -208,3 +208,23 @@ class TestRunTool:
     def test_describe_signal(self):
         """A negative return code is described by its signal's name."""
         assert toolbox.describe(-signal.SIGKILL) == "killed by SIGKILL"
+
+    @pytest.mark.skipif(toolbox._prctl is None, reason="PR_SET_PDEATHSIG is Linux's")
+    def test_a_tool_whose_pool_child_died_before_exec_never_runs(self, tmp_path):
+        """A tool forked by a pool child that died before the death signal was armed (its
+        parent is no longer the one that forked it) leaves before exec: no orphan runs
+        (the chaos run once found one left to init)."""
+        import functools
+        import os
+        import subprocess
+
+        marker = tmp_path / "ran"
+        not_my_parent = os.getpid() + 1_000_000
+        proc = subprocess.Popen(["sh", "-c", f"touch {marker}"],
+                                preexec_fn=functools.partial(toolbox._die_with_parent,
+                                                             not_my_parent))
+        assert proc.wait(10) == toolbox._ORPHANED
+        assert not marker.exists()
+        ok = subprocess.Popen(["sh", "-c", f"touch {marker}"],
+                              preexec_fn=functools.partial(toolbox._die_with_parent, os.getpid()))
+        assert ok.wait(10) == 0 and marker.exists()
