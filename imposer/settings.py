@@ -86,6 +86,20 @@ class Settings:
     pdftoolbox_args: str = setting(
         "", "IMPOSER_PDFTOOLBOX_ARGS", str, "Extra CLI arguments, e.g. licence-server options."
     )
+    pdftoolbox_licence_check: str = setting(
+        "--licenseinfo", "IMPOSER_PDFTOOLBOX_LICENCE_CHECK", str,
+        "Arguments of the call doctor makes to read the licence (processes no file; empty: "
+        "not checked).",
+    )
+    log_group: str = setting(
+        "", "IMPOSER_LOG_GROUP", str,
+        "Log group the CloudWatch agent ships IMPOSER_LOG_FILE to; doctor looks for the file's "
+        "newest line in this host's stream (empty: not checked).",
+    )
+    log_file: str = setting(
+        "/var/log/imposer/worker.jsonl", "IMPOSER_LOG_FILE", str,
+        "The worker log the CloudWatch agent ships (deploy/cloudwatch-agent.json).",
+    )
     work_dir: str = setting(
         "", "IMPOSER_WORK_DIR", str,
         "Where pool children keep job files (default: the temp dir's imposer/); a restart "

@@ -73,6 +73,8 @@ class Supervisor:
         #: Set once the pool and the threads are up.
         self.booted = threading.Event()
         self.exit_code = Exit.OK
+        #: Parked messages made visible again: at the drain's start, and any left at the stop.
+        self.parked_returned = 0
 
     # -- the story -----------------------------------------------------------
     def run(self) -> int:
@@ -87,7 +89,7 @@ class Supervisor:
                 self.check_health()
                 self.check_overruns()
                 if self.drain.is_set():
-                    self.intake.give_back_received()
+                    self.hand_back_waiting()
                     if not len(self.running) or self.stops.grace_over():
                         break
                     continue
@@ -207,6 +209,22 @@ class Supervisor:
         self.intake.fill(self.drain.is_set, self.max_jobs)
 
     # -- the fixed stop order -----------------------------------------------------
+    def hand_back_waiting(self) -> None:
+        """Draining: what no slot here will run goes back to the queue now, not at the end.
+
+        A drain may last the whole grace (a long job still running); parked
+        messages and those a receive in flight brings would otherwise stay
+        hidden from the other hosts until then. Parked ones are handed back
+        once: ``give_back_parked`` forgets what it returned, so later passes
+        cost no AWS call.
+        """
+        self.intake.give_back_received()
+        returned = self.dispatch.give_back_parked()
+        if returned:
+            self.parked_returned += returned
+            logger.info("draining: gave back %s parked message(s) for other hosts", returned,
+                        extra=extra("drain_give_back_parked", count=returned))
+
     def shutdown(self) -> None:
         """Settle what finished, stop the pool, then threads, then hand back the rest.
 
@@ -227,9 +245,9 @@ class Supervisor:
             self.messages.give_back_quietly(message)
         for job in self.running.snapshot():
             self.completer.hand_back(job)
-        returned = self.dispatch.give_back_parked()
+        self.parked_returned += self.dispatch.give_back_parked()
         self.rollups.flush()
         logger.info("stopped (started %s job(s); %s parked message(s) given back)",
-                    self.dispatch.launcher.started, returned,
+                    self.dispatch.launcher.started, self.parked_returned,
                     extra=extra("stopped", started=self.dispatch.launcher.started,
                                 aws_calls=session.CALLS.snapshot()))

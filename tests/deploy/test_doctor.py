@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import configparser
 import json
+import os
 import re
 import socket
+import time
 from pathlib import Path
 
 import boto3
@@ -151,6 +153,98 @@ class TestDoctor:
                 "Expiration": {"Days": 2}}]})
         assert doctor(settings)[1][f"bucket {settings.bucket}"] == (
             "ok", "attempts/ expire after 2 day(s)")
+
+
+class TestTool:
+    def tool(self, settings, **env: str):
+        return doctor(settings, IMPOSER_ENGINE="pdftoolbox", IMPOSER_PDFTOOLBOX=str(FAKE), **env)
+
+    def test_the_version_and_a_licence_for_the_slots_pass(self, settings):
+        """The tool's version is named, and a licence for 8 processes passes 8 slots."""
+        code, checks = self.tool(settings, IMPOSER_SLOTS="8")
+        assert code == 0, failed(checks)
+        assert checks["tool version"] == ("ok", "pdfToolbox (fake) 15.0")
+        assert checks["licence"] == ("ok", "active for 8 parallel processes (IMPOSER_SLOTS 8)")
+
+    def test_no_licence_fails_with_the_tools_reason(self, settings):
+        """A tool with no licence activated exits 100 to the licence query: doctor fails."""
+        code, checks = self.tool(settings, FAKE_PDFTOOLBOX_LICENCE="none")
+        assert code == 3
+        assert "exit code 100" in failed(checks)["licence"]
+        assert "no licence is activated" in failed(checks)["licence"]
+
+    def test_a_licence_for_fewer_processes_than_slots_fails(self, settings):
+        """A licence for 4 processes on a host of 8 slots fails, naming both numbers."""
+        code, checks = self.tool(settings, FAKE_PDFTOOLBOX_LICENCE_PROCESSES="4",
+                                 IMPOSER_SLOTS="8")
+        assert code == 3
+        assert failed(checks)["licence"].startswith(
+            "active for 4 parallel process(es); IMPOSER_SLOTS is 8")
+
+    def test_the_licence_query_is_a_setting(self, settings):
+        """An empty licence query skips the check; the query reaches the tool as given."""
+        code, checks = self.tool(settings, IMPOSER_PDFTOOLBOX_LICENCE_CHECK="")
+        assert code == 0 and checks["licence"][0] == "skip"
+        code, checks = self.tool(settings, IMPOSER_PDFTOOLBOX_LICENCE_CHECK="--nosuchquery")
+        assert code == 3 and "exit code 101" in failed(checks)["licence"]
+
+
+class TestLogShipping:
+    def ship(self, settings, group: str, *lines: str) -> None:
+        """Put *lines* in this host's stream, as the CloudWatch agent would."""
+        logs = boto3.session.Session().client("logs")
+        streams = logs.describe_log_streams(logGroupName=group)["logStreams"]
+        if settings.host_id not in {s["logStreamName"] for s in streams}:
+            logs.create_log_stream(logGroupName=group, logStreamName=settings.host_id)
+        logs.put_log_events(logGroupName=group, logStreamName=settings.host_id, logEvents=[
+            {"timestamp": int(time.time() * 1000), "message": line} for line in lines])
+
+    @pytest.fixture
+    def group(self, names):
+        name = f"/imposer/{names['table_prefix']}"
+        boto3.session.Session().client("logs").create_log_group(logGroupName=name)
+        return name
+
+    def test_a_shipped_newest_line_passes(self, settings, group, tmp_path):
+        """The file's newest line in this host's stream of the group is ok."""
+        log = tmp_path / "worker.jsonl"
+        log.write_text('{"action": "boot"}\n{"action": "stopped"}\n')
+        self.ship(settings, group, '{"action": "boot"}', '{"action": "stopped"}')
+        code, checks = doctor(settings, IMPOSER_LOG_GROUP=group, IMPOSER_LOG_FILE=str(log),
+                              IMPOSER_HOST_ID=settings.host_id)
+        assert (code, checks["log shipping"][0]) == (0, "ok"), checks["log shipping"]
+
+    def test_a_line_never_shipped_fails_once_it_is_old_and_warns_while_fresh(
+            self, settings, group, tmp_path):
+        """An agent that is not shipping: a minute-old line missing from the stream fails;
+        one just written is a warning only (the agent ships every few seconds)."""
+        log = tmp_path / "worker.jsonl"
+        log.write_text('{"action": "boot"}\n{"action": "not shipped"}\n')
+        self.ship(settings, group, '{"action": "boot"}')
+        env = {"IMPOSER_LOG_GROUP": group, "IMPOSER_LOG_FILE": str(log),
+               "IMPOSER_HOST_ID": settings.host_id}
+        code, checks = doctor(settings, **env)
+        assert (code, checks["log shipping"][0]) == (0, "warn")
+        old = time.time() - 600
+        os.utime(log, (old, old))
+        code, checks = doctor(settings, **env)
+        assert code == 3 and "is amazon-cloudwatch-agent running" in failed(checks)["log shipping"]
+
+    def test_no_stream_or_no_group_fails(self, settings, group, tmp_path):
+        """A host whose agent never created its stream fails, and so does a missing group."""
+        log = tmp_path / "worker.jsonl"
+        log.write_text('{"action": "boot"}\n')
+        old = time.time() - 600
+        os.utime(log, (old, old))
+        code, checks = doctor(settings, IMPOSER_LOG_GROUP=group, IMPOSER_LOG_FILE=str(log))
+        assert code == 3 and "log shipping" in failed(checks)
+        code, checks = doctor(settings, IMPOSER_LOG_GROUP=group + "-gone",
+                              IMPOSER_LOG_FILE=str(log))
+        assert code == 3 and "does not exist" in failed(checks)["log shipping"]
+
+    def test_without_a_log_group_it_is_not_checked(self, settings):
+        """IMPOSER_LOG_GROUP empty (a host that ships no logs, as in development): skipped."""
+        assert doctor(settings)[1]["log shipping"][0] == "skip"
 
 
 class TestClockSkew:

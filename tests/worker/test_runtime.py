@@ -251,6 +251,40 @@ class TestSignals:
         assert backends.leases.leases() == []
         assert worker.actions("drain")
 
+    def test_a_drain_hands_parked_work_back_at_once_and_loses_nothing(
+            self, settings, backends, tmp_path, workers):
+        """A stop, reboot or replacement: SIGTERM makes the parked job's message visible while
+        the running job still finishes; another host then runs it, each job exactly once."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        until = tmp_path / "finish-now"
+        running = submit_jobs(settings, tmp_path, "acme", 1, layout(fake_until=until))[0]
+        parked = submit_jobs(settings, tmp_path, "acme", 1, layout())[0]
+        # A park window far beyond the test's waits: only the drain can make it visible.
+        worker = Worker(settings, tmp_path, "stopping", "--slots", "2",
+                        env={"IMPOSER_PARK_SECONDS": "600"})
+        workers.append(worker)
+        wait_for(lambda: [l.job_id for l in backends.leases.leases()] == [running], 30,
+                 "the first job to run")
+        wait_for(lambda: worker.actions("cap_defer"), 30, "the second job to be parked")
+        assert backends.queue.depth()["visible"] == 0
+        worker.signal(signal.SIGTERM)
+        wait_for(lambda: backends.queue.depth()["visible"] == 1, 30,
+                 "the parked message to be handed back during the drain")
+        assert worker.proc.poll() is None, "the drain ended before its running job did"
+        assert [l.job_id for l in backends.leases.leases()] == [running]
+        until.touch()
+        assert worker.wait(60) == 0, worker.tail()
+        (returned,) = worker.actions("drain_give_back_parked")
+        assert returned["count"] == 1
+        successor = Worker(settings, tmp_path, "successor", "--slots", "2", "--exit-when-idle")
+        workers.append(successor)
+        assert successor.wait(60) == 0, successor.tail()
+        assert statuses(backends, [running, parked]) == {running: "succeeded",
+                                                          parked: "succeeded"}
+        assert calls_by_job(worker.calls) == {running: 1, parked: 1}
+        assert backends.leases.leases() == []
+        assert backends.queue.depth() == {"visible": 0, "in_flight": 0, "delayed": 0}
+
     def test_second_signal_stops_fast_and_returns_messages(self, settings, backends, tmp_path,
                                                            workers):
         """A second SIGTERM kills the children, releases leases and makes messages visible."""

@@ -9,7 +9,9 @@ leaves every table and queue as it was.
 
     check        one line of the checklist, and the guard that turns an error into one
     host         this host: the engine and the work dir's free space
+    tool         the licensed tool's version and its licence for this host's slots
     resources    AWS: identity and clock, each queue, table and the bucket
+    shipping     the CloudWatch agent ships the worker log (so its metrics reach the alarms)
     permissions  the probes of each kind of call the worker makes
 
 This module runs them in order and prints the checklist.
@@ -24,7 +26,7 @@ import attrs
 import click
 
 from imposer.cli.common import ALL_NAMES, fail, settings_options
-from imposer.cli.doctor import host, resources
+from imposer.cli.doctor import host, resources, shipping, tool
 from imposer.cli.doctor.check import FAIL, SKIP, Check
 from imposer.cli.doctor.permissions import permissions
 from imposer.cli.doctor.resources import clock_skew
@@ -45,12 +47,13 @@ class Doctor:
 
     def run(self) -> list[Check]:
         s = self.s
-        checks = [host.engine(s), host.work_dir(s, self.min_free_mb),
+        checks = [host.engine(s), *tool.checks(s), host.work_dir(s, self.min_free_mb),
                   *resources.identity(s, self.max_skew)]
         if any(c.name in ("endpoint", "credentials") and c.status == FAIL for c in checks):
             return checks + [Check(name="aws resources", status=SKIP,
                                    detail="not checked: AWS cannot be asked")]
-        for step in (resources.queues, resources.tables, resources.bucket):
+        for step in (resources.queues, resources.tables, resources.bucket,
+                     shipping.log_shipping):
             checks += list(step(s))
         if any(c.status == FAIL for c in checks):
             return checks + [Check(name="permissions", status=SKIP,
@@ -68,8 +71,9 @@ class Doctor:
 def doctor(settings: Settings, as_json: bool, max_clock_skew: float, min_free_mb) -> None:
     """Check this host before the worker starts; exit 3 if anything would stop it.
 
-    Engine, work dir space, AWS credentials, endpoint and clock, each queue,
-    table, index and the bucket with the settings imposer relies on, and the
+    Engine (pdfToolbox's version and its licence for IMPOSER_SLOTS processes), work dir
+    space, AWS credentials, endpoint and clock, each queue, table, index and the
+    bucket with the settings imposer relies on, the agent shipping the log, and the
     permissions the worker needs (probed with calls that change nothing).
     systemd runs it as ExecStartPre.
     """
