@@ -49,6 +49,13 @@ def plant_everything(chaos: Chaos, tmp_path) -> list[subprocess.Popen]:
             "time": time.strftime("%Y-%m-%d %H:%M:%S,000"),
             "message": f"job globex/{a.job_id} retrying: the attempt's lease ran out before "
                        "the worker renewed it"}) + "\n")
+    # rerun: an attempt killed at its time limit, with no hang, frozen parent or AWS window
+    with open(chaos.hosts[0].logs[-1], "a") as log:
+        log.write(json.dumps({
+            "action": "job_finished", "level": "INFO", "job_id": b.job_id,
+            "time": time.strftime("%Y-%m-%d %H:%M:%S,000"),
+            "message": f"job globex/{b.job_id} retrying: job ran past 13s; its pool worker "
+                       "was killed"}) + "\n")
     # dead-letter: two DLQ messages for one job
     sqs = boto3.client("sqs")
     dlq = sqs.get_queue_url(QueueName=s.dlq_name)["QueueUrl"]
@@ -107,3 +114,5 @@ class TestChecks:
                 if v.column == "rerun" and "lease ran out" in v.detail], report.render()
         assert [v for v in report.violations
                 if v.column == "output" and "written 2 times" in v.detail], report.render()
+        assert [v for v in report.violations
+                if v.column == "rerun" and "ran past" in v.detail], report.render()

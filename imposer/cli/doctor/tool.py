@@ -16,7 +16,6 @@ import subprocess
 from collections.abc import Iterator
 
 from imposer.cli.doctor.check import FAIL, OK, SKIP, WARN, Check
-from imposer.engine.pdftoolbox import classify, describe
 from imposer.settings import Settings
 
 #: A query of the tool that takes longer than this is itself a fault worth failing on.
@@ -74,6 +73,8 @@ def _ask(name: str, command: list[str]) -> str | Check:
     except OSError as exc:
         return Check(name=name, status=FAIL, detail=f"`{shlex.join(command)}`: {exc}")
     if done.returncode != 0:
+        # here, not at the top: the engine brings pikepdf, which operator commands never load
+        from imposer.engine.pdftoolbox import classify, describe
         said = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
         kind = classify(done.returncode)
         meaning = (kind.__doc__ or "").strip().splitlines()[0] if kind else ""
