@@ -71,6 +71,13 @@ class Parked:
     sender_id: str | None = None
 
     @property
+    def urgency(self) -> str:
+        """The key's urgency part (band and due); ``0`` for the default, which sorts there."""
+        if self.order[:1].isdigit():
+            return "0"
+        return self.order[:2] if self.order[1:2] == "~" else self.order[:18]
+
+    @property
     def message(self) -> Received:
         return Received(message_id=self.message_id, receipt=self.receipt, body=self.body,
                         group_id=self.group_id, sent_at=self.sent_at,

@@ -66,3 +66,33 @@ class TestUrgencyOrder:
         """Bands rise with priority, and the plain key (a digit) sits between 5 and 6."""
         bands = [band(p) for p in range(10)]
         assert bands == sorted(bands) and band(5) < "0" < "9" < band(6)
+
+    def test_urgency_of_a_note_is_its_class_without_age(self, backends, clock):
+        """Notes differing only in age share an urgency; a lower priority or due sorts first."""
+        t = 1_800_000_000.0
+        for i, urgency in enumerate([{}, {}, {"priority": 3}, {"priority": 3}, {"due": t}]):
+            park(backends, clock, t + i, **urgency)
+        notes = backends.waiting.oldest("acme", limit=10)
+        classes = [n.urgency for n in notes]
+        assert classes == sorted(classes) and len(set(classes)) == 3
+        assert classes[0] == classes[1] and classes[-1] == classes[-2] == "0"
+
+
+class TestAcrossTenants:
+    def test_urgent_notes_of_one_tenant_never_reach_anothers_read(self, backends, clock):
+        """Marking every job urgent reorders only the tenant's own notes: another tenant's
+        read (what its freed slots hand over to) is exactly what it was."""
+        t = 1_800_000_000.0
+        def globex(submitted):
+            req = attrs.evolve(request(tenant="globex"), submitted_at=submitted)
+            message = Received(message_id=f"m-{req.job_id}", receipt=f"r-{req.job_id}",
+                               body=req.to_body(), group_id="globex", sent_at=submitted,
+                               receive_count=1)
+            backends.waiting.park(Parked.of(req, message, visible_at=clock.time() + 300))
+            return req.job_id
+        theirs = [globex(t + i) for i in range(3)]
+        before = [n.job_id for n in backends.waiting.oldest("globex", limit=10)]
+        mine = {park(backends, clock, t - 10 + i, priority=0, due=t).job_id for i in range(5)}
+        after = [n.job_id for n in backends.waiting.oldest("globex", limit=10)]
+        assert before == after == theirs
+        assert {n.job_id for n in backends.waiting.oldest("acme", limit=10)} == mine
