@@ -19,6 +19,12 @@ from imposer.settings import Settings
 @click.option("--layout", required=True, help="Layout: a JSON file or a preset name.")
 @click.option("--token", help="Idempotency token (default: the new job id).")
 @click.option("--webhook", help="URL to POST the signed completion event to.")
+@click.option("--priority", type=click.IntRange(0, 9),
+              help="0 (most urgent) to 9 [default 5]. Orders only this tenant's own waiting "
+                   "jobs: it never takes a slot from another tenant.")
+@click.option("--due", metavar="TIME",
+              help="Wanted-by time, ISO-8601 with a timezone (2027-01-15T09:00:00Z); among "
+                   "jobs of equal priority the earliest due starts first. At most a year ahead.")
 @click.option("--redis-url", envvar="IMPOSER_REDIS_URL",
               help="Redis for admission control [env IMPOSER_REDIS_URL]; none: no checks.")
 @click.option("--no-check", is_flag=True,
@@ -26,8 +32,8 @@ from imposer.settings import Settings
                    "refuse is refused here, before anything is uploaded).")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the client does (JSON lines).")
 @settings_options("region", "queue_name", "bucket")
-def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url, no_check,
-           verbose) -> None:
+def submit(settings: Settings, tenant, pdf, layout, token, webhook, priority, due, redis_url,
+           no_check, verbose) -> None:
     """Upload a PDF under the tenant's prefix and publish one job (layer 1 + layer 3).
 
     The layout and PDF are first imposed locally with the open engine, so a
@@ -52,7 +58,8 @@ def submit(settings: Settings, tenant, pdf, layout, token, webhook, redis_url, n
     try:
         request = client_submit(tenant, pdf, layout, token=token, webhook=webhook,
                                 admission=admission, bucket=settings.bucket,
-                                queue=settings.queue_name, region=settings.region)
+                                queue=settings.queue_name, region=settings.region,
+                                priority=priority, due=due)
     except AdmissionError as exc:
         fail(str(exc), exc.exit_code)
     except AdmissionUnavailable as exc:

@@ -16,6 +16,7 @@ from typing import Any
 from imposer.client.admission import Admission
 from imposer.client.aws import Aws
 from imposer.models import TENANT_PREFIX, JobRequest, new_job_id, valid_id
+from imposer.models.urgency import parse_due, parse_priority
 
 logger = logging.getLogger(__name__)
 
@@ -49,13 +50,16 @@ def submit(tenant_id: str, pdf_path: str | Path, layout: Any, *, token: str | No
            webhook: str | None = None, admission: Admission | None = None,
            bucket: str = "imposer-artwork", queue: str = "imposer-jobs",
            job_id: str | None = None, region: str | None = None,
-           aws: Aws | None = None) -> JobRequest:
+           aws: Aws | None = None, priority: int | None = None,
+           due: str | None = None) -> JobRequest:
     """Publish an imposition job for *tenant_id* and return the request sent.
 
     *layout* is a dict (sent inline), a path to a JSON file (uploaded next
     to the input) or a preset name (sent as ``{"preset": name}``). *token*
     defaults to the job id, which makes every call a new job; pass the same
     token for the same logical job so admission refuses a second copy.
+    *priority* (0 most urgent to 9, default 5) and *due* (ISO-8601 with a
+    timezone) order only this tenant's own waiting jobs, never against others.
     Without *admission* no admission control runs.
 
     Raises AdmissionError subclasses when refused, SubmitError when the
@@ -70,13 +74,14 @@ def submit(tenant_id: str, pdf_path: str | Path, layout: Any, *, token: str | No
         raise FileNotFoundError(f"input PDF not found: {pdf}")
     inline, layout_bytes = _read_layout(layout)
     token = token or job_id
+    urgency = {"priority": parse_priority(priority), "due": parse_due(due)}
     prefix = job_prefix(tenant_id, job_id)
     # The worker's own validation, before anything is admitted or uploaded:
     checked(JobRequest(job_id=job_id, tenant_id=tenant_id, token=token,
                        input=f"s3://{bucket}/{prefix}input.pdf",
                        layout=inline if inline is not None else f"s3://{bucket}/{prefix}layout.json",
                        output=f"s3://{bucket}/{prefix}plate.pdf", webhook=webhook,
-                       submitted_at=time.time()), bucket)
+                       submitted_at=time.time(), **urgency), bucket)
     extra = {"tenant_id": tenant_id, "job_id": job_id}
 
     if admission is not None:
@@ -90,7 +95,7 @@ def submit(tenant_id: str, pdf_path: str | Path, layout: Any, *, token: str | No
         request = checked(JobRequest(
             job_id=job_id, tenant_id=tenant_id, token=token, input=input_uri,
             layout=layout_value, output=f"s3://{bucket}/{prefix}plate.pdf",
-            webhook=webhook, submitted_at=time.time(),
+            webhook=webhook, submitted_at=time.time(), **urgency,
         ), bucket)
         aws.send(queue, request.to_body(), group_id=tenant_id)
     except BaseException as exc:

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from imposer.errors import InvalidMessage
+from imposer.models.urgency import DEFAULT_PRIORITY, format_due, parse_due, parse_priority
 
 TENANT_PREFIX = "tenants/{tenant}/"
 
@@ -150,6 +151,10 @@ class JobRequest:
     webhook: str | None = None
     #: Wall-clock epoch seconds of the first submission (survives re-publishing).
     submitted_at: float | None = None
+    #: 0 (most urgent) to 9; orders this tenant's own waiting jobs only.
+    priority: int = DEFAULT_PRIORITY
+    #: Optional wall-clock epoch seconds the tenant wants it by (``due`` in ISO-8601 on the wire).
+    due: float | None = None
 
     VERSION = 1
 
@@ -195,6 +200,7 @@ class JobRequest:
                 raise InvalidMessage(f"submitted_at must be epoch seconds between {EARLIEST:.0f}"
                                      f" and {LATEST:.0f}, got {str(submitted)[:40]}")
             submitted = float(submitted)
+        priority, due = parse_priority(data.get("priority")), parse_due(data.get("due"))
         token = data.get("token") or data["job_id"]
         if not isinstance(token, str) or len(token) > MAX_TOKEN \
                 or any(ord(c) < 32 or ord(c) == 127 for c in token):
@@ -202,7 +208,7 @@ class JobRequest:
                                  "without control characters")
         return cls(job_id=data["job_id"], tenant_id=data["tenant_id"], token=token,
                    input=data["input"], layout=layout, output=data["output"], webhook=webhook,
-                   submitted_at=submitted)
+                   submitted_at=submitted, priority=priority, due=due)
 
     @staticmethod
     def salvage(body: str | bytes) -> dict[str, str | None] | None:
@@ -247,6 +253,8 @@ class JobRequest:
     def to_body(self) -> str:
         data = attrs.asdict(self)
         data["version"] = self.VERSION
+        if self.due is not None:
+            data["due"] = format_due(self.due)
         return json.dumps({k: v for k, v in data.items() if v is not None}, sort_keys=True)
 
     def check_prefix(self, bucket: str) -> None:

@@ -2,14 +2,17 @@
 
 A message found at its tenant's cap is made invisible for a long while (the
 park window) and noted here with its receipt handle. Whichever host frees a
-slot of that tenant takes the oldest note and starts its job in the freed
+slot of that tenant takes the most urgent note and starts its job in the freed
 slot at once; the note is deleted inside the acquire transaction, so two
 hosts never start one note. A note whose message came back meanwhile (its
 receipt went stale) is simply replaced when the message is parked again,
 and notes nobody took expire by TTL: the message itself never leaves SQS.
 
-Items: ``tenant_id`` (hash) and ``order`` (range: zero-padded submission
-time and job id, so a Query returns the tenant's oldest first).
+Items: ``tenant_id`` (hash) and ``order`` (range: the job's urgency, then
+zero-padded submission time and job id, so the one Query a hand-off makes
+returns the tenant's most urgent first: priority, then earliest due, then
+oldest). A job of the default priority without a due time keeps the key
+notes had before priorities, so those still read as such.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import attrs
 from imposer.aws.dynamodb import Dynamo, TransactionCancelled, op
 from imposer.aws.tables import TableSpec
 from imposer.models import JobRequest, Received
+from imposer.models.urgency import DEFAULT_PRIORITY
 
 #: A note lives this much longer than its park window (then DynamoDB's TTL drops it).
 NOTE_SLACK = 3600
@@ -31,8 +35,21 @@ def table_spec(name: str) -> TableSpec:
                      ttl_attribute="expires_at")
 
 
+def band(priority: int) -> str:
+    """The key's first character for *priority*: more urgent ones sort before ``0``, which
+    begins every key of the default priority without a due time (the submission time),
+    and less urgent ones after ``9``."""
+    if priority < DEFAULT_PRIORITY:
+        return chr(ord("!") + priority)  # ! " # $ %
+    return "/" if priority == DEFAULT_PRIORITY else chr(ord("A") + priority - 6)
+
+
 def order_of(request: JobRequest, message: Received) -> str:
-    return f"{request.submitted_at or message.sent_at:017.5f}#{request.job_id}"
+    age = f"{request.submitted_at or message.sent_at:017.5f}#{request.job_id}"
+    if request.priority == DEFAULT_PRIORITY and request.due is None:
+        return age
+    due = "~" if request.due is None else f"{request.due:017.5f}"  # "~": after every due
+    return f"{band(request.priority)}{due}#{age}"
 
 
 @attrs.frozen(kw_only=True)
@@ -52,6 +69,13 @@ class Parked:
     visible_at: float = 0.0
     #: The message's SenderId, vetted again when the note is taken.
     sender_id: str | None = None
+
+    @property
+    def urgency(self) -> str:
+        """The key's urgency part (band and due); ``0`` for the default, which sorts there."""
+        if self.order[:1].isdigit():
+            return "0"
+        return self.order[:2] if self.order[1:2] == "~" else self.order[:18]
 
     @property
     def message(self) -> Received:
@@ -99,6 +123,7 @@ class WaitingStore:
         self.dynamo.put(self.table, item)
 
     def oldest(self, tenant_id: str, limit: int = 3) -> list[Parked]:
+        """The tenant's *limit* most urgent notes, most urgent first (the key's order)."""
         items, _ = self.dynamo.query(self.table, "tenant_id = :t", {":t": tenant_id},
                                      limit=limit, consistent=True)
         return [Parked.from_item(i) for i in items]

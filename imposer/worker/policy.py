@@ -119,7 +119,7 @@ def may_hand_off(free_slots: int, queue_empty: bool = False) -> bool:
     return free_slots >= (1 if queue_empty else 2)
 
 
-def own_first(notes: Sequence[T], mine) -> list[T]:
+def own_first(notes: Sequence[T], mine, urgency=None) -> list[T]:
     """Order a tenant's parked notes for a hand-off: this host's oldest first, then the others'
     newest first.
 
@@ -135,7 +135,9 @@ def own_first(notes: Sequence[T], mine) -> list[T]:
     ``NOTES_READ`` later ones.
     """
     own = [note for note in notes if mine(note)]
-    return own + [note for note in reversed(notes) if not mine(note)]
+    ordered = own + [note for note in reversed(notes) if not mine(note)]
+    # Urgency outranks whose note it is: the above holds among equally urgent notes.
+    return ordered if urgency is None else sorted(ordered, key=urgency)
 
 
 def oldest_first(items: Sequence[T], submitted) -> list[T]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import boto3
 import pytest
@@ -73,6 +74,15 @@ class TestPublish:
         assert request.token == "order-42" and request.submitted_at is not None
         assert request.layout == {"nup": 2}
 
+    def test_priority_and_due_are_in_the_body(self, aws, make_pdf):
+        """A priority and a due time given to submit reach the message the worker parses."""
+        due = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+        request = submit("acme", make_pdf(), "2up", priority=1, due=due, aws=aws)
+        (message,) = received(aws)
+        parsed = JobRequest.from_body(message["Body"])
+        assert (parsed.priority, parsed.due) == (1, request.due)
+        assert json.loads(message["Body"])["due"] == due
+
     def test_inputs_under_tenant_prefix(self, aws, make_pdf):
         """The PDF lands under tenants/<tenant>/jobs/<job>/ and passes the worker's prefix check."""
         pdf = make_pdf()
@@ -133,6 +143,18 @@ class TestAdmissionAroundPublish:
                    bucket="no-such-bucket")
         assert admission.inflight("acme") == 0
         assert received(aws) == []
+
+    @pytest.mark.parametrize("urgency, reason", [
+        ({"priority": 12}, "priority must be a whole number"),
+        ({"due": "next tuesday"}, "due is not an ISO-8601 time"),
+        ({"due": "2026-01-01T00:00:00"}, "due has no timezone"),
+    ])
+    def test_bad_urgency_is_refused_before_anything_is_sent(self, aws, admission, make_pdf,
+                                                            urgency, reason):
+        """A priority or due time the worker would refuse is refused here, nothing admitted."""
+        with pytest.raises(ValueError, match=reason):
+            submit("acme", make_pdf(), "2up", admission=admission, aws=aws, **urgency)
+        assert received(aws) == [] and admission.inflight("acme") == 0
 
 
 class TestArguments:

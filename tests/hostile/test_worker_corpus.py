@@ -61,6 +61,16 @@ case("huge-submitted", (DLQ, "submitted_at must be epoch seconds"), json=body(su
 case("negative-submitted", (DLQ, "submitted_at must be epoch seconds"), json=body(submitted_at=-5))
 case("text-submitted", (DLQ, "submitted_at must be epoch seconds"),
      json=body(submitted_at="yesterday"))
+case("priority-out-of-range", (DLQ, "priority must be a whole number from 0"),
+     json=body(priority=99))
+case("priority-text", (DLQ, "priority must be a whole number from 0"), json=body(priority="1"))
+case("priority-huge", (DLQ, "priority must be a whole number from 0"), json=body(priority=1e308))
+case("due-unparseable", (DLQ, "due is not an ISO-8601 time"), json=body(due="asap"))
+case("due-naive", (DLQ, "due has no timezone"), json=body(due="2027-01-01T09:00:00"))
+case("due-far-future", (DLQ, "at most a year ahead"), json=body(due="9999-01-01T00:00:00Z"))
+case("due-before-2000", (DLQ, "due must be after 2000-01-01"),
+     json=body(due="1970-01-01T00:00:00Z"))
+case("due-number", (DLQ, "due must be an ISO-8601 time"), json=body(due=1e308))
 case("version-2", (DLQ, "unsupported message version"), json=body(version=2))
 case("version-bool", (DLQ, "unsupported message version"), json=body(version=True))
 case("job-id-missing", (DLQ, "job_id missing or invalid"), json=body(job_id=...))

@@ -32,6 +32,14 @@ class TestOwnFirst:
     def test_a_host_with_no_notes_of_its_own_steals_from_the_far_end(self):
         assert policy.own_first(["b1", "b2", "b3"], lambda note: False) == ["b3", "b2", "b1"]
 
+    def test_urgency_outranks_whose_note_it_is(self):
+        """A more urgent note of another host comes before this host's own; equals keep the
+        owner-first, thief-from-the-far-end order."""
+        notes = ["0a1", "0b1", "5a2", "5b2", "5b3"]  # urgency class, host, age
+        mine = lambda note: note[1] == "a"  # noqa: E731
+        got = policy.own_first(notes, mine, urgency=lambda note: note[0])
+        assert got == ["0a1", "0b1", "5a2", "5b3", "5b2"]
+
 
 class TestBorrowTurns:
     def test_idle_slots_beyond_the_reserve_go_to_parked_work(self):

@@ -27,6 +27,7 @@ visible when its park window ends, and is received as usual.
 from __future__ import annotations
 
 import logging
+from operator import attrgetter
 from typing import Any, Sequence
 
 import attrs
@@ -106,7 +107,8 @@ class HandOff:
         return True
 
     def notes(self, tenant_id: str, fresh: bool = False) -> tuple[list[Parked], bool]:
-        """The tenant's oldest parked messages, this host's first; and if just read.
+        """The tenant's most urgent parked messages (then oldest), this host's first; and if
+        just read.
 
         This host's oldest first, then the others' newest first
         (``policy.own_first``: hosts handing off at once seldom collide).
@@ -120,7 +122,8 @@ class HandOff:
         read = self._read.get(tenant_id)
         if not fresh and read and read[1] and now - read[0] < self.settings.park_seconds:
             return list(read[1]), False
-        notes = policy.own_first(self.waiting.oldest(tenant_id, policy.NOTES_READ), self.mine)
+        notes = policy.own_first(self.waiting.oldest(tenant_id, policy.NOTES_READ), self.mine,
+                                 urgency=attrgetter("urgency"))
         self._read[tenant_id] = (now, notes)
         if len(self._read) > REMEMBERED:
             self._read.pop(next(iter(self._read)))
