@@ -56,6 +56,22 @@ def aws_as(url: str, identity: Identity) -> Iterator[None]:
                 os.environ[key] = value
 
 
+def tenant_statements(deployed, tenant: str) -> list[dict]:
+    """TenantPolicyExample for one tenant: moto cannot evaluate policy variables, so fill it."""
+    text = json.dumps(deployed.statements("TenantPolicyExample"))
+    return json.loads(text.replace("${aws:PrincipalTag/imposer-tenant}", tenant))
+
+
+def create_user(iam, name: str, statements: list[dict], tenant: str | None = None) -> Identity:
+    tags = [{"Key": "imposer-tenant", "Value": tenant}] if tenant else []
+    user = iam.create_user(UserName=name, Tags=tags)["User"]
+    iam.put_user_policy(UserName=name, PolicyName="imposer", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": statements}))
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    return Identity(arn=user["Arn"], key=key["AccessKeyId"], secret=key["SecretAccessKey"],
+                    user_id=user["UserId"])
+
+
 @attrs.define
 class IamStack:
     """The running IAM-enforcing stack: where it listens and the verdicts it wrote."""

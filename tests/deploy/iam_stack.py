@@ -17,6 +17,10 @@ itself only, so the verdicts are the ones AWS would give:
   item's table (there is no IAM action ``TransactWriteItems``), and a
   ``BatchGetItem`` once per table.
 * SQS ``GetQueueUrl`` is checked against the queue's ARN (moto: ``*``).
+* SSM ``GetParameter`` is checked against the parameter's ARN (moto: ``*``), so a
+  host's bootstrap policy scoped to its own licence parameter is judged as AWS would.
+* CloudWatch Logs requests naming a log group are checked against
+  ``log-group:NAME`` (moto: ``*``); the template grants that form and ``NAME:*``.
 * S3 is judged by the IAM action moto's ``ACTION_MAP`` names (``GetObject`` for a
   ``HeadObject``), as moto did before 5.2.6; since then moto judges by the API
   operation's name, which is no IAM action, so every grant missed.
@@ -80,7 +84,7 @@ def dynamodb_checks(operation: str, body: dict, region: str, account: str) -> li
 
 
 def patch_moto(decisions: Decisions) -> None:
-    """Make moto authorize DynamoDB, SQS and S3 requests by AWS's rules, and record verdicts."""
+    """Make moto authorize DynamoDB, SQS, SSM, Logs and S3 requests by AWS's rules, and record verdicts."""
     from moto import settings
     from moto.core.authorization import ActionAuthenticatorMixin
     from moto.dynamodb.responses import DynamoHandler
@@ -88,6 +92,8 @@ def patch_moto(decisions: Decisions) -> None:
     from moto.s3 import responses as s3_responses
     from moto.sqs.exceptions import QueueDoesNotExist
     from moto.sqs.responses import SQSResponse
+    from moto.logs.responses import LogsResponse
+    from moto.ssm.responses import SimpleSystemManagerResponse
 
     checked = IAMRequestBase.check_action_permitted
 
@@ -128,6 +134,22 @@ def patch_moto(decisions: Decisions) -> None:
         return queue_resource(self)
 
     SQSResponse._determine_resource = sqs_resource
+
+    def ssm_resource(self) -> str:
+        name = self._get_param("Name") if self._get_action() == "GetParameter" else None
+        if not name:
+            return "*"
+        return f"arn:aws:ssm:{self.region}:{self.current_account}:parameter/{name.lstrip('/')}"
+
+    SimpleSystemManagerResponse._determine_resource = ssm_resource
+
+    def logs_resource(self) -> str:
+        group = self._get_param("logGroupName")
+        if not group:
+            return "*"
+        return f"arn:aws:logs:{self.region}:{self.current_account}:log-group:{group}"
+
+    LogsResponse._determine_resource = logs_resource
 
     # moto >= 5.2.6 names the action of every request by its API operation (HeadObject,
     # GetBucketLifecycleConfiguration), no longer by the IAM action its ACTION_MAP sets in

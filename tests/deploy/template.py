@@ -15,6 +15,8 @@ from typing import Any
 from cfnlint.decode import cfn_yaml
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "imposer.yaml"
+#: One licensed host's stack; it imports the shared stack's exports.
+HOST_TEMPLATE = TEMPLATE.parent / "imposer-host.yaml"
 #: moto's account; the ARNs it makes use it.
 ACCOUNT = "123456789012"
 
@@ -29,9 +31,12 @@ class Stack:
 
     def __init__(self, parameters: dict[str, Any] | None = None, *, region: str = "us-east-1",
                  account: str = ACCOUNT, name: str = "imposer",
-                 template: dict[str, Any] | None = None) -> None:
+                 template: dict[str, Any] | None = None,
+                 imports: "Stack | None" = None) -> None:
         self.template = template or load()
         self.region, self.account, self.name = region, account, name
+        #: The stack whose exports ``Fn::ImportValue`` reads (the shared one, for a host's).
+        self.imports = imports
         self.parameters = {key: str(spec.get("Default", ""))
                            for key, spec in self.template["Parameters"].items()}
         for key, value in (parameters or {}).items():
@@ -57,6 +62,13 @@ class Stack:
     def output(self, key: str) -> Any:
         return self.resolve(self.template["Outputs"][key]["Value"])
 
+    def exported(self, name: str) -> Any:
+        """The value of the output exported as *name*, as ``Fn::ImportValue`` reads it."""
+        for spec in self.template["Outputs"].values():
+            if "Export" in spec and self.resolve(spec["Export"]["Name"]) == name:
+                return self.resolve(spec["Value"])
+        raise KeyError(f"stack {self.name} exports no {name}")
+
     # -- CloudFormation's evaluation ---------------------------------------------------------
     def condition(self, name: str | None) -> bool:
         if name is None:
@@ -65,7 +77,7 @@ class Stack:
 
     def resolve(self, value: Any) -> Any:
         if isinstance(value, list):
-            return [self.resolve(v) for v in value]
+            return [v for v in (self.resolve(v) for v in value) if v is not NO_VALUE]
         if not isinstance(value, dict):
             return value
         if len(value) == 1:
@@ -73,12 +85,18 @@ class Stack:
             function = _FUNCTIONS.get(key)
             if function:
                 return function(self, arg)
-        return {k: self.resolve(v) for k, v in value.items()}
+        return {k: v for k, v in ((k, self.resolve(v)) for k, v in value.items())
+                if v is not NO_VALUE}
 
     def ref(self, name: str) -> str:
         pseudo = {"AWS::Region": self.region, "AWS::AccountId": self.account,
                   "AWS::Partition": "aws", "AWS::StackName": self.name,
                   "AWS::URLSuffix": "amazonaws.com"}
+        if name == "AWS::NoValue":
+            return NO_VALUE
+        if name == "AWS::StackId":
+            return (f"arn:aws:cloudformation:{self.region}:{self.account}:stack/{self.name}/"
+                    "0a1b2c3d-4e5f-6789-abcd-ef0123456789")
         if name in pseudo:
             return pseudo[name]
         if name in self.parameters:
@@ -134,6 +152,16 @@ class Stack:
         return re.sub(r"\$\{([^}]+)\}", one, text)
 
 
+#: What ``Ref AWS::NoValue`` leaves: the list entry or property is dropped.
+NO_VALUE = object()
+
+
+def _import(stack: Stack, arg: Any) -> Any:
+    if stack.imports is None:
+        raise KeyError("Fn::ImportValue needs the exporting stack (imports=)")
+    return stack.imports.exported(stack.resolve(arg))
+
+
 def _if(stack: Stack, arg: list) -> Any:
     return stack.resolve(arg[1] if stack.condition(arg[0]) else arg[2])
 
@@ -152,4 +180,5 @@ _FUNCTIONS = {
     "Fn::Equals": lambda s, a: str(s.resolve(a[0])) == str(s.resolve(a[1])),
     "Fn::Not": lambda s, a: not s.resolve(a[0]),
     "Condition": lambda s, a: s.condition(a),
+    "Fn::ImportValue": _import,
 }

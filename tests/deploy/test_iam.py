@@ -38,7 +38,8 @@ from imposer.client.receiver import WebhookReceiver
 from imposer.dev.samples import numbered_pdf
 from imposer.settings import Settings
 from imposer.state.provision import provision
-from tests.deploy.conftest import ANYONE, ROOT, Identity, aws_as
+from tests.deploy.conftest import (ANYONE, ROOT, Identity, aws_as, create_user,
+                                   tenant_statements)
 from tests.deploy.template import Stack
 from tests.fixtures.workers import layout, wait_for
 
@@ -97,22 +98,6 @@ def granted(statements: list[dict], action: str, resource: str = "*") -> bool:
                 resource == "*" or any(matches(r, resource) for r in resources)):
             return True
     return False
-
-
-def tenant_statements(deployed: Stack, tenant: str) -> list[dict]:
-    """TenantPolicyExample for one tenant: moto cannot evaluate policy variables, so fill it."""
-    text = json.dumps(deployed.statements("TenantPolicyExample"))
-    return json.loads(text.replace("${aws:PrincipalTag/imposer-tenant}", tenant))
-
-
-def create_user(iam, name: str, statements: list[dict], tenant: str | None = None) -> Identity:
-    tags = [{"Key": "imposer-tenant", "Value": tenant}] if tenant else []
-    user = iam.create_user(UserName=name, Tags=tags)["User"]
-    iam.put_user_policy(UserName=name, PolicyName="imposer", PolicyDocument=json.dumps(
-        {"Version": "2012-10-17", "Statement": statements}))
-    key = iam.create_access_key(UserName=name)["AccessKey"]
-    return Identity(arn=user["Arn"], key=key["AccessKeyId"], secret=key["SecretAccessKey"],
-                    user_id=user["UserId"])
 
 
 @attrs.define
