@@ -65,7 +65,13 @@ def tenants() -> None:
               deprecated="it drops the override: say --clear-cap")
 @click.option("--webhook-secret", metavar="SECRET|generate",
               help="Secret that signs this tenant's webhooks; 'generate' makes a Standard "
-                   "Webhooks whsec_ secret and prints it once.")
+                   "Webhooks whsec_ secret and prints it once. Replaces the current secret "
+                   "and any previous one, unless --keep-old-secret.")
+@click.option("--keep-old-secret", "keep_old", is_flag=True,
+              help="With --webhook-secret: deliveries carry a signature by the current secret "
+                   "too, until --drop-old-secret, so receivers can switch at their own pace.")
+@click.option("--drop-old-secret", "drop_old", is_flag=True,
+              help="Stop signing with the secret kept by --keep-old-secret.")
 @click.option("--webhook-host", "webhook_hosts", multiple=True, metavar="HOST",
               callback=lambda ctx, param, hosts: _hosts(hosts),
               help="Host a webhook URL may point at (repeat; *.example.com allowed). Replaces "
@@ -85,8 +91,8 @@ def tenants() -> None:
 @settings_options(*TABLE_NAMES)
 @handle_errors
 def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_override,
-                webhook_secret, webhook_hosts, senders, clear_senders, weight, clear_weight,
-                default_cap) -> None:
+                webhook_secret, keep_old, drop_old, webhook_hosts, senders, clear_senders,
+                weight, clear_weight, default_cap) -> None:
     """Set TENANT's cap, weight or webhook settings; the next acquire sees it, no restart.
 
     The default cap of tenants without an override is each worker's own
@@ -115,6 +121,12 @@ def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_ove
         raise click.UsageError("--weight and --clear-weight contradict each other; give one")
     if weight is not None:
         weight = _weight(weight)
+    if keep_old and not webhook_secret:
+        raise click.UsageError("--keep-old-secret keeps the current secret beside a new one: "
+                               "give --webhook-secret NEW|generate too")
+    if keep_old and drop_old:
+        raise click.UsageError("--keep-old-secret and --drop-old-secret contradict each "
+                               "other; give one")
     for sender in senders:
         if not valid_sender(sender):
             raise click.BadParameter(f"{sender[:100]!r} is not a sender id (the UserId of an IAM "
@@ -122,18 +134,27 @@ def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_ove
                                      "`aws iam get-user` / `get-role` print them; a role id "
                                      "may end in :session)", param_hint="--sender")
     if cap is None and not clear_cap and not webhook_secret and not webhook_hosts \
-            and not senders and not clear_senders and weight is None and not clear_weight:
+            and not senders and not clear_senders and weight is None and not clear_weight \
+            and not drop_old:
         raise click.UsageError("nothing to set: give --cap, --clear-cap, --weight, "
-                               "--clear-weight, --webhook-secret, --webhook-host, --sender or "
-                               "--clear-senders")
+                               "--clear-weight, --webhook-secret, --drop-old-secret, "
+                               "--webhook-host, --sender or --clear-senders")
     generated = webhook_secret == "generate"
     store = connect(settings).tenants
     current = store.get(tenant) or TenantConfig(tenant_id=tenant)
     changes: dict = {}
     if cap is not None or clear_cap:
         changes["cap"] = cap
+    if keep_old and not current.webhook_secret:
+        raise click.UsageError(f"{tenant} has no webhook secret to keep: set one without "
+                               "--keep-old-secret")
+    if keep_old and webhook_secret == current.webhook_secret:
+        raise click.UsageError("the new secret is the current one: nothing would rotate")
     if webhook_secret:
         changes["webhook_secret"] = new_secret() if generated else webhook_secret
+        changes["webhook_secret_previous"] = current.webhook_secret if keep_old else None
+    if drop_old:
+        changes["webhook_secret_previous"] = None
     if webhook_hosts:
         changes["webhook_hosts"] = tuple(webhook_hosts)
     if senders or clear_senders:
@@ -177,6 +198,8 @@ def _describe(config, default_cap: int, show_secret: bool = False) -> str:
     secret = "not set"
     if config.webhook_secret:
         secret = config.webhook_secret if show_secret else "set"
+        if config.webhook_secret_previous:
+            secret += " (the previous one signs too, until --drop-old-secret)"
     hosts = ", ".join(config.webhook_hosts) or "none"
     senders = ", ".join(config.senders) or "none bound"
     weight = "" if config.weight is None else f"; weight {config.weight:g}" + \

@@ -39,9 +39,8 @@ FINAL_STATUSES = tuple(s.value for s in JobStatus if s.final)
 class WebhookStatus:
     """Where a job's completion webhook stands: plain strings, as the tables store them.
 
-    An outbox event is pending until it ends delivered, failed or refused; one
-    attempt at it comes to delivered, retry, failed or refused; the job record's
-    ``webhook_status`` follows the event, and says retrying between attempts.
+    An outbox event is pending until delivered, failed or refused; one attempt comes to
+    delivered, retry, failed or refused; the job record's ``webhook_status`` follows it.
     """
 
     #: The event waits for its next attempt (its ``due_at`` says when).
@@ -66,6 +65,8 @@ class TenantConfig:
     cap: int | None = None
     #: Secret for signing completion webhooks (HMAC-SHA256).
     webhook_secret: str | None = None
+    #: The secret being rotated out: deliveries carry its signature too until dropped.
+    webhook_secret_previous: str | None = None
     #: Host names a webhook URL may point at.
     webhook_hosts: tuple[str, ...] = ()
     #: SQS sender ids that may send this tenant's jobs (``models.senders``); none
@@ -79,6 +80,7 @@ class TenantConfig:
             "tenant_id": self.tenant_id,
             "cap": self.cap,
             "webhook_secret": self.webhook_secret,
+            "webhook_secret_previous": self.webhook_secret_previous,
             "weight": self.weight,
         }
         if self.webhook_hosts:
@@ -87,12 +89,18 @@ class TenantConfig:
             item["senders"] = list(self.senders)
         return _drop_none(item)
 
+    @property
+    def signing_secrets(self) -> tuple[str, ...]:
+        """The secrets a delivery is signed with: the current one, then the previous."""
+        return tuple(s for s in (self.webhook_secret, self.webhook_secret_previous) if s)
+
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> "TenantConfig":
         return cls(
             tenant_id=item["tenant_id"],
             cap=item.get("cap"),
             webhook_secret=item.get("webhook_secret"),
+            webhook_secret_previous=item.get("webhook_secret_previous"),
             webhook_hosts=tuple(item.get("webhook_hosts") or ()),
             senders=tuple(item.get("senders") or ()),
             weight=float(item["weight"]) if item.get("weight") is not None else None,

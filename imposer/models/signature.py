@@ -10,8 +10,10 @@ Two header sets go on every delivery, so receivers built for either work:
 * **imposer's own, first scheme**: ``X-Imposer-Timestamp`` and
   ``X-Imposer-Signature: v1=<hex HMAC-SHA256(secret, f"{timestamp}." + body)>``.
 
-Several signatures may be listed in one header (while a secret is rotated);
-one match is enough. The timestamp bounds replay: a request older or newer
+While a secret is rotated the delivery is signed with both the new and the
+previous secret, several signatures in one header (space-separated in
+``webhook-signature``, as Standard Webhooks lists them; comma-separated in
+``X-Imposer-Signature``); a receiver holding either secret finds its match. The timestamp bounds replay: a request older or newer
 than the tolerance is refused.
 """
 
@@ -66,15 +68,24 @@ def _legacy(secret: str | bytes, timestamp: int, body: bytes) -> str:
     return hmac.new(key, f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
 
 
-def sign(secret: str | bytes, body: bytes, timestamp: float, message_id: str) -> dict[str, str]:
-    """Return the headers that prove *body* came from imposer at *timestamp*."""
+def sign(secret: str | bytes | Iterable[str | bytes], body: bytes, timestamp: float,
+         message_id: str) -> dict[str, str]:
+    """Return the headers that prove *body* came from imposer at *timestamp*.
+
+    *secret* may be several secrets (the new one first, then the one being
+    rotated out): each signs, and each signature is listed.
+    """
+    keys = [secret] if isinstance(secret, (str, bytes)) else [s for s in secret if s]
+    if not keys:
+        raise SignatureError("no webhook secret to sign with")
     stamp = int(timestamp)
     return {
         ID_HEADER: message_id,
         STANDARD_TIMESTAMP: str(stamp),
-        STANDARD_SIGNATURE: f"v1,{_standard(secret, message_id, stamp, body)}",
+        STANDARD_SIGNATURE: " ".join(f"v1,{_standard(k, message_id, stamp, body)}"
+                                     for k in keys),
         LEGACY_TIMESTAMP: str(stamp),
-        LEGACY_SIGNATURE: f"v1={_legacy(secret, stamp, body)}",
+        LEGACY_SIGNATURE: ",".join(f"v1={_legacy(k, stamp, body)}" for k in keys),
     }
 
 

@@ -18,7 +18,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import attrs
 
@@ -68,8 +68,11 @@ class WebhookSender:
         self.clock = clock or time.time
         self.ssl_context = ssl_context or ssl.create_default_context()
 
-    def send(self, url: str, body: str, secret: str, event_id: str,
+    def send(self, url: str, body: str, secret: str | Sequence[str], event_id: str,
              allowed_hosts: Iterable[str]) -> Result:
+        """POST *body* signed with *secret* (or each of several, while one is rotated)."""
+        if isinstance(secret, str):
+            secret = (secret,) if secret else ()
         if not secret:
             return Result(status=WebhookStatus.REFUSED, detail="tenant has no webhook secret")
         try:

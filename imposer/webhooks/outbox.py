@@ -121,7 +121,7 @@ class OutboxSender(threading.Thread):
             return
         config = self.tenants.get(event.tenant_id)
         result = self.sender.send(event.url, event.body,
-                                  (config.webhook_secret if config else None) or "",
+                                  config.signing_secrets if config else (),
                                   event.event_id, config.webhook_hosts if config else ())
         detail = f"{result.detail} on attempt {event.attempts}"
         if result.status == WebhookStatus.RETRY and event.attempts <= len(self.schedule):

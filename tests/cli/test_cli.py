@@ -91,6 +91,41 @@ class TestOperatorViews:
         assert backends.leases.acquire(request(), "h", 0).verdict.value == "acquired"
         assert backends.leases.acquire(request(), "h", 1).verdict.value == "at_cap"
 
+    def test_rotating_a_webhook_secret(self, settings, backends):
+        """A new secret set with --keep-old-secret keeps the current one signing beside it
+        until --drop-old-secret; a plain replace drops both old ones; misuse is one line on
+        stderr, exit 2, and changes nothing."""
+        env = env_for(settings)
+        out = imposer(env, "tenants", "set", "acme", "--webhook-secret", "generate")
+        first = backends.tenants.get("acme").webhook_secret
+        assert out.returncode == 0 and first.startswith("whsec_") and first in out.stdout
+        out = imposer(env, "tenants", "set", "acme", "--webhook-secret", "generate",
+                      "--keep-old-secret")
+        row = backends.tenants.get("acme")
+        assert out.returncode == 0 and row.webhook_secret in out.stdout
+        assert "previous one signs too, until --drop-old-secret" in out.stdout
+        assert row.webhook_secret_previous == first != row.webhook_secret
+        assert row.signing_secrets == (row.webhook_secret, first)
+        out = imposer(env, "tenants", "set", "acme", "--drop-old-secret")
+        assert out.returncode == 0 and "webhook secret set;" in out.stdout, out
+        dropped = backends.tenants.get("acme")
+        assert (dropped.webhook_secret, dropped.webhook_secret_previous) == \
+            (row.webhook_secret, None)
+        imposer(env, "tenants", "set", "acme", "--webhook-secret", "k2", "--keep-old-secret")
+        imposer(env, "tenants", "set", "acme", "--webhook-secret", "k3")
+        assert backends.tenants.get("acme").signing_secrets == ("k3",)
+        for args, says in [(["--keep-old-secret"], "give --webhook-secret"),
+                           (["--webhook-secret", "k4", "--keep-old-secret",
+                             "--drop-old-secret"], "contradict"),
+                           (["--webhook-secret", "k3", "--keep-old-secret"], "current one")]:
+            out = imposer(env, "tenants", "set", "acme", *args)
+            assert out.returncode == 2 and says in out.stderr, out
+            assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+        out = imposer(env, "tenants", "set", "beta", "--webhook-secret", "k", "--keep-old-secret")
+        assert out.returncode == 2 and "no webhook secret to keep" in out.stderr, out
+        assert backends.tenants.get("acme").signing_secrets == ("k3",)
+        assert backends.tenants.get("beta") is None
+
     def test_tenants_set_weight(self, settings, backends):
         """A fair-share weight set from the CLI is stored, listed and read by the workers'
         store; clearing it gives the tenant weight 1 again, its cap untouched."""

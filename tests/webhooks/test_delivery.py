@@ -229,6 +229,30 @@ class TestWebhookSender:
         assert Webhook(secret).verify(body, headers) == EVENT
         assert verify_webhook(headers, body, secret) == EVENT
 
+    def test_while_rotating_a_receiver_with_either_secret_verifies(self, sender, receiver):
+        """Signed with the new and the previous secret, one delivery verifies for a receiver
+        that holds either, under both header schemes and with the reference library; a
+        receiver holding a third secret is still refused."""
+        from standardwebhooks.webhooks import Webhook
+        from standardwebhooks.webhooks import WebhookVerificationError as Refused
+
+        from imposer.client import WebhookVerificationError
+
+        new, old = new_secret(), new_secret()
+        assert send(sender, receiver.url, secret=(new, old)).status == "delivered"
+        ((headers, body, _),) = receiver.requests
+        assert len(header(headers, "webhook-signature").split()) == 2
+        assert len(header(headers, "X-Imposer-Signature").split(",")) == 2
+        legacy = {k: v for k, v in headers.items() if not k.lower().startswith("webhook-")}
+        for secret in (new, old):
+            assert Webhook(secret).verify(body, headers) == EVENT
+            assert verify_webhook(headers, body, secret) == EVENT
+            assert verify_webhook(legacy, body, secret) == EVENT
+        with pytest.raises(Refused):
+            Webhook(new_secret()).verify(body, headers)
+        with pytest.raises(WebhookVerificationError, match="does not match"):
+            verify_webhook(headers, body, new_secret())
+
     @pytest.mark.parametrize("code, status", [(500, "retry"), (503, "retry"), (429, "retry"),
                                               (408, "retry"), (404, "failed"), (400, "failed")])
     def test_status_codes(self, sender, receiver, code, status):

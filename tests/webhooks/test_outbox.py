@@ -64,6 +64,29 @@ class TestOutbox:
         record = record_of(backends, req.job_id)
         assert (record.webhook_status, record.webhook_event) == ("delivered", event.event_id)
 
+    def test_a_kept_old_secret_signs_beside_the_new_one(self, backends, receiver):
+        """During a rotation the outbox signs with the tenant's current and previous secret;
+        once the previous one is dropped only the current one verifies."""
+        from imposer.client import WebhookVerificationError, verify_webhook
+
+        old, new = SECRET, "whsec_" + "c2Vjb25kLXNlY3JldC1vZi1hY21lLTMyYnl0ZXM="
+        backends.tenants.put(TenantConfig(tenant_id="acme", webhook_secret=new,
+                                          webhook_secret_previous=old,
+                                          webhook_hosts=("127.0.0.1",)))
+        finish_with_webhook(backends, receiver.url)
+        assert sender_for(backends).pass_once() == 1
+        ((headers, body, _),) = receiver.requests
+        assert verify_webhook(headers, body, old)["tenant_id"] == "acme"
+        assert verify_webhook(headers, body, new)["tenant_id"] == "acme"
+        backends.tenants.put(TenantConfig(tenant_id="acme", webhook_secret=new,
+                                          webhook_hosts=("127.0.0.1",)))
+        finish_with_webhook(backends, receiver.url)
+        assert sender_for(backends).pass_once() == 1
+        headers, body, _ = receiver.requests[1]
+        assert verify_webhook(headers, body, new)["tenant_id"] == "acme"
+        with pytest.raises(WebhookVerificationError, match="does not match"):
+            verify_webhook(headers, body, old)
+
     def test_retries_follow_the_schedule(self, backends, receiver, tenant, clock):
         """A 503 is tried again only when the next step of the schedule has passed."""
         receiver.codes[:] = [503, 503]
