@@ -20,6 +20,7 @@ import attrs
 
 from imposer.errors import ConfigError
 from imposer.models import JobRecord, JobStatus
+from imposer.models.urgency import DEFAULT_PRIORITY
 
 #: Fates of one attempt: the run ended the job (succeeded, failed), counted as a failure
 #: (retry: back after the retry backoff, dead at max attempts) or not (requeue: licence
@@ -39,6 +40,10 @@ class SimJob:
     #: What each attempt ends in (see ``FATES``); after the last, it repeats.
     fates: tuple[str, ...] = ("succeeded",)
     job_id: str = ""
+    #: Its priority within its tenant (0 most urgent; ``models.urgency``).
+    priority: int = DEFAULT_PRIORITY
+    #: When the tenant wants it by, on the arrivals' clock (None: no due time).
+    due: float | None = None
 
     def __attrs_post_init__(self) -> None:
         if not self.fates or set(self.fates) - set(FATES):
