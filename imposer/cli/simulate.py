@@ -112,8 +112,10 @@ def _cap_of(ctx, param, values):
 @click.option("--from-export", "export", type=InputFile(MAX_EXPORT_MB),
               help="Replay the JSON lines of `imposer jobs --export` instead.")
 @click.option("--synthetic", metavar="SPEC",
-              help="Replay a generated workload instead: NAME=COUNT[xTENANTS][@START][/SPREAD],"
-                   " e.g. noisy=100@0,quiet=5x2@3 (START and SPREAD in s, m, h, d).")
+              help="Replay a generated workload instead: NAME=COUNT[xTENANTS][@START][/SPREAD]"
+                   "[*SCALE][!PRIORITY][~DUE], e.g. noisy=100@0,quiet=5x2@3 or, 5 rush jobs of "
+                   "noisy's at 30 s due 1 min after, noisy=100@0,noisy=5@30!0~1m (START, "
+                   "SPREAD and DUE in s, m, h, d).")
 @click.option("--median", type=float, default=60.0, show_default=True,
               help="Synthetic: median run seconds (log-normal).")
 @click.option("--sigma", type=float, default=0.45, show_default=True,

@@ -230,6 +230,10 @@ class JobRecord:
     webhook_detail: str | None = None
     #: webhook-id of the completion event in the outbox.
     webhook_event: str | None = None
+    #: Its priority within its tenant and its due time (epoch seconds); None: the
+    #: default priority, no due time (``models.urgency``).
+    priority: int | None = None
+    due: float | None = None
     #: Seconds from submission to lease acquired (last attempt).
     queue_wait: float | None = None
     #: Seconds the last attempt ran.

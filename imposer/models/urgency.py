@@ -64,3 +64,15 @@ def parse_due(value: Any, now: float | None = None) -> float | None:
 def format_due(epoch: float) -> str:
     """Write epoch seconds back as the ISO-8601 UTC text a message carries."""
     return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def sort_key(priority: int, due: float | None) -> tuple[int, float]:
+    """How urgent a job is within its tenant, as a sort key: priority, then due time (none:
+    after every due time); age breaks ties (``imposer.state.waiting``'s key sorts alike)."""
+    return priority, math.inf if due is None else due
+
+
+def record_fields(priority: int, due: float | None) -> dict[str, Any]:
+    """What a job record keeps of a job's urgency: nothing for the default (no due time)."""
+    return {**({"priority": priority} if priority != DEFAULT_PRIORITY else {}),
+            **({"due": due} if due is not None else {})}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 
+from imposer.models.urgency import sort_key
 from imposer.sim.state import CALLS, MEMO_SECONDS, PARKED, VISIBLE, WAITING, Host
 
 #: Under perfect delivery (no park window), how long a message the share rule held stays
@@ -149,8 +150,10 @@ class Dispatch:
             self.state[job] = PARKED
             self.parked_by[job] = host.index
             self.counts["parked"] += 1
+            j = self.jobs[job]  # (the waiting table's key: most urgent, then oldest, first)
             heapq.heappush(self.notes.setdefault(tenant, []),
-                           (self.jobs[job].arrival, self.seq[job], self.version[job], job))
+                           ((*sort_key(j.priority, j.due), j.arrival), self.seq[job],
+                            self.version[job], job))
         else:
             self.state[job] = WAITING
             self.counts["deferred"] += 1

@@ -151,7 +151,7 @@ class _Fleet(Parent, Dispatch, HandOffs, Delivery, Shares):
         self.borrowed = dict.fromkeys(self.cap, 0)
         self.in_flight_group = dict.fromkeys(self.cap, 0)
         self.visible: dict[str, list[tuple[int, int]]] = {}
-        self.notes: dict[str, list[tuple[float, int, int, int]]] = {}
+        self.notes: dict[str, list[tuple]] = {}
         self.blocking: dict[str, int] = {}
         self.counts = dict.fromkeys(("receives", "received", "parked", "park_expired",
                                      "handed_off", "owed", "deferred", "borrowed", "retries",

@@ -57,6 +57,19 @@ def format_rows(rows, source: str, base) -> list[str]:
             w = row.figures.per_tenant.get(tenant)
             cells.append(f"{s(w.p50) + '/' + s(w.p95):>15}" if w else f"{'-':>15}")
         lines.append(f"{tenant[:16]:16} {first.per_tenant[tenant].jobs:>6} " + " ".join(cells))
+    if len(first.per_priority) > 1 or first.with_due:
+        lines += ["", "p50/p95 wait per priority (0 most urgent), and jobs started after their "
+                  "due time, per variant"]
+        for prio in sorted(first.per_priority):
+            cells = []
+            for row in rows:
+                w = row.figures.per_priority.get(prio)
+                cells.append(f"{s(w.p50) + '/' + s(w.p95):>15}" if w else f"{'-':>15}")
+            lines.append(f"{'priority ' + str(prio):16} {first.per_priority[prio].jobs:>6} "
+                         + " ".join(cells))
+        if first.with_due:
+            lines.append(f"{'started late':16} {first.with_due:>6} "
+                         + " ".join(f"{row.figures.late:>15}" for row in rows))
     lines += ["", "UTIL is busy slot time from the first arrival to the last end; >3MIN the "
               "share of starts that waited longer than the licence rule's threshold; MIN SLOTS "
               "the fewest slots per host at which the rule stops saying at capacity."

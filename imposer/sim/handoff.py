@@ -175,8 +175,9 @@ class HandOffs:
         """The tenant has a parked job (``promise_slot`` finds one in its notes)."""
         return any(self._live(note) for note in self.notes.get(tenant, ()))
 
-    def _notes(self, host: Host, tenant: str) -> list[tuple[float, int, int, int]]:
-        """The tenant's oldest live notes, as one read takes them, in ``own_first`` order."""
+    def _notes(self, host: Host, tenant: str) -> list[tuple]:
+        """The tenant's most urgent, then oldest, live notes, as one read takes them, in the
+        order the decision takes them (``allocation.in_turn``)."""
         notes = self.notes.get(tenant)
         read = []
         while notes and len(read) < NOTES_READ:
@@ -185,7 +186,8 @@ class HandOffs:
                 read.append(note)
         for note in read:
             heapq.heappush(notes, note)
-        return self.rules.own_first(read, lambda note: self.parked_by[note[3]] == host.index)
+        return allocation.in_turn(read, lambda note: self.parked_by[note[3]] == host.index,
+                                  lambda note: note[0][:2], self.rules)
 
     def _look(self, host: Host, tenant: str, free: int):
         """``Intake.look``: a receive that does not wait, on the parent's own time, for
@@ -204,7 +206,7 @@ class HandOffs:
                    (memo and host.capped.get(self.tenant[job], -1.0) > host.clock)
                    for job in batch)
 
-    def _live(self, note: tuple[float, int, int, int]) -> bool:
+    def _live(self, note: tuple) -> bool:
         return self.version[note[3]] == note[2] and self.state[note[3]] == PARKED
 
     def _hand_off(self, host: Host, tenant: str, borrow: bool = False):

@@ -60,6 +60,11 @@ class Figures:
     busiest_makespan: float | None
     verdict: Verdict
     counts: Mapping[str, int]
+    #: Waits per priority (0 most urgent), and of the jobs with a due time how many
+    #: started after it (or never).
+    per_priority: Mapping[int, Waits] = attrs.field(factory=dict)
+    with_due: int = 0
+    late: int = 0
 
     def to_dict(self) -> dict:
         p = self.policy
@@ -79,6 +84,8 @@ class Figures:
             "verdict": self.verdict.text, "at_capacity": self.verdict.at_capacity,
             "busy_days": self.verdict.busy_days, "working_days": self.verdict.working_days,
             "counts": dict(self.counts),
+            "priorities": {str(p): attrs.asdict(w) for p, w in sorted(self.per_priority.items())},
+            "due": {"jobs": self.with_due, "started_late": self.late},
         }
 
 
@@ -156,9 +163,11 @@ def figures(schedule: Schedule, *, thresholds: Thresholds | None = None,
     t = thresholds or Thresholds()
     jobs = schedule.jobs
     waits: dict[str, list[float]] = collections.defaultdict(list)
+    by_priority: dict[int, list[float]] = collections.defaultdict(list)
     for i, start in enumerate(schedule.first_start):
         if start is not None:
             waits[jobs[i].tenant].append(start - jobs[i].arrival)
+            by_priority[jobs[i].priority].append(start - jobs[i].arrival)
     heavy = heavy_tenants(schedule)
     busy = sum(a.end - a.start for a in schedule.attempts)
     first = min((j.arrival for j in jobs), default=0.0)
@@ -175,7 +184,15 @@ def figures(schedule: Schedule, *, thresholds: Thresholds | None = None,
         quiet=Waits.of([w for tn, ws in waits.items() if tn not in heavy for w in ws]),
         heavy=Waits.of([w for tn, ws in waits.items() if tn in heavy for w in ws]),
         heavy_tenants=heavy, makespan=makespan, busiest_day=day, busiest_makespan=day_span,
-        verdict=verdict, counts=schedule.counts)
+        verdict=verdict, counts=schedule.counts,
+        per_priority={p: Waits.of(w) for p, w in by_priority.items()},
+        with_due=sum(1 for j in jobs if j.due is not None), late=len(late_jobs(schedule)))
+
+
+def late_jobs(schedule: Schedule) -> list[int]:
+    """The jobs with a due time that started after it, or never (by index)."""
+    return [i for i, j in enumerate(schedule.jobs) if j.due is not None and
+            (schedule.first_start[i] is None or schedule.first_start[i] > j.due)]
 
 
 def busiest_day(schedule: Schedule, tz: str = "UTC") -> tuple[str | None, float | None]:

@@ -20,6 +20,7 @@ import attrs
 
 from imposer.errors import ConfigError
 from imposer.models import JobRecord, JobStatus
+from imposer.models.urgency import DEFAULT_PRIORITY, parse_priority
 
 #: Fates of one attempt: the run ended the job (succeeded, failed), counted as a failure
 #: (retry: back after the retry backoff, dead at max attempts) or not (requeue: licence
@@ -39,6 +40,10 @@ class SimJob:
     #: What each attempt ends in (see ``FATES``); after the last, it repeats.
     fates: tuple[str, ...] = ("succeeded",)
     job_id: str = ""
+    #: Its priority within its tenant (0 most urgent; ``models.urgency``).
+    priority: int = DEFAULT_PRIORITY
+    #: When the tenant wants it by, on the arrivals' clock (None: no due time).
+    due: float | None = None
 
     def __attrs_post_init__(self) -> None:
         if not self.fates or set(self.fates) - set(FATES):
@@ -69,7 +74,9 @@ def from_records(records: Iterable[JobRecord], *, now: float | None = None) -> l
         if run is None:
             run = medians.get(r.tenant_id, statistics.median(medians.values()) if medians else 0.0)
         jobs.append(SimJob(tenant=r.tenant_id, arrival=arrival, run=float(run),
-                           fates=fates_of(r), job_id=r.job_id))
+                           fates=fates_of(r), job_id=r.job_id,
+                           priority=DEFAULT_PRIORITY if r.priority is None else r.priority,
+                           due=r.due))
     return sorted(jobs, key=lambda j: (j.arrival, j.job_id))
 
 
@@ -109,7 +116,8 @@ def from_jsonl(path: str | Path) -> list[SimJob]:
 
 _PART = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)=(?P<count>\d+)(?:x(?P<tenants>\d+))?"
                    r"(?:@(?P<at>[0-9.]+[smhdw]?))?(?:/(?P<spread>[0-9.]+[smhdw]?))?"
-                   r"(?:\*(?P<scale>[0-9.]*[0-9]))?$")
+                   r"(?:\*(?P<scale>[0-9.]*[0-9]))?(?:!(?P<priority>\d))?"
+                   r"(?:~(?P<due>[0-9.]+[smhdw]?))?$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -133,11 +141,13 @@ def synthetic(spec: str, *, median: float = 60.0, sigma: float = 0.45, seed: int
               origin: float = 0.0) -> list[SimJob]:
     """Generate jobs from ``noisy=100@0,quiet=5x2@3``: log-normal run times, seeded.
 
-    Each part is ``NAME=COUNT[xTENANTS][@START][/SPREAD][*SCALE]``: COUNT jobs
-    per tenant arriving at START (seconds, or 30m, 2h, 1d) after *origin*, all
-    at once or, with SPREAD, uniformly over that long. Run times are
+    Each part is ``NAME=COUNT[xTENANTS][@START][/SPREAD][*SCALE][!PRIORITY][~DUE]``:
+    COUNT jobs per tenant arriving at START (seconds, or 30m, 2h, 1d) after *origin*,
+    all at once or, with SPREAD, uniformly over that long. Run times are
     ``median * lognormal(0, sigma)``, clipped to 0.3-4 times the median; SCALE
-    multiplies a part's run times (``long=40@0*4``: jobs 4x longer).
+    multiplies a part's run times (``long=40@0*4``: jobs 4x longer). PRIORITY (0-9)
+    and DUE (due that long after each job's arrival) are the jobs' urgency; two parts
+    of one NAME are one tenant's (``noisy=100@0,noisy=5@30!0``: 5 rush jobs at 30 s).
     """
     rng = random.Random(seed)
     jobs: list[SimJob] = []
@@ -146,9 +156,11 @@ def synthetic(spec: str, *, median: float = 60.0, sigma: float = 0.45, seed: int
         m = _PART.match(part)
         if not m:
             raise ConfigError(f"not a workload part: {part!r} (want NAME=COUNT[xTENANTS]"
-                              "[@START][/SPREAD][*SCALE], e.g. noisy=100@0 or quiet=5x2@3)")
+                              "[@START][/SPREAD][*SCALE][!PRIORITY][~DUE], e.g. noisy=100@0 "
+                              "or quiet=5x2@3)")
         start, spread = _seconds(m["at"]), _seconds(m["spread"])
         scale = float(m["scale"] or 1)
+        priority = parse_priority(int(m["priority"])) if m["priority"] else DEFAULT_PRIORITY
         for tenant in tenant_names(m["name"], int(m["tenants"] or 1)):
             for _ in range(int(m["count"])):
                 at = start + (rng.random() * spread if spread else 0.0)
@@ -156,7 +168,9 @@ def synthetic(spec: str, *, median: float = 60.0, sigma: float = 0.45, seed: int
                 run = round(min(max(run, 0.3 * median), 4 * median) * scale, 2)
                 sent[tenant] = sent.get(tenant, 0) + 1
                 jobs.append(SimJob(tenant=tenant, arrival=origin + at, run=run,
-                                   job_id=f"{tenant}-{sent[tenant]}"))
+                                   job_id=f"{tenant}-{sent[tenant]}", priority=priority,
+                                   due=None if m["due"] is None
+                                   else origin + at + _seconds(m["due"])))
     if not jobs:
         raise ConfigError(f"the workload {spec!r} has no jobs")
     return jobs

@@ -28,6 +28,7 @@ from imposer.aws.expressions import Update
 from imposer.aws.tables import Index, TableSpec
 from imposer.clock import Clock, SystemClock
 from imposer.models import FINAL_STATUSES, JobRecord, JobRequest, JobStatus, job_key
+from imposer.models.urgency import record_fields
 
 #: Partitions of the sparse open-jobs index; queries read each and merge.
 OPEN_SHARDS = 4
@@ -150,7 +151,8 @@ class JobStore:
         now = self.clock.time()
         up = mark_open(Update(), request.tenant_id, request.job_id)
         up.set(token=request.token, wait_reason=reason, output=request.output,
-               webhook=request.webhook, last_seen_at=now, **fields)
+               webhook=request.webhook, last_seen_at=now, **fields,
+               **record_fields(request.priority, request.due))
         up.set_if_absent(status=JobStatus.QUEUED.value,
                          submitted_at=request.submitted_at or sent_at, received_at=now)
         if deferred:

@@ -14,6 +14,7 @@ from typing import Any
 from imposer.aws.dynamodb import op
 from imposer.aws.expressions import Update
 from imposer.models import JobRequest, JobStatus, Lease, counter_key, usage_key
+from imposer.models.urgency import record_fields
 from imposer.state.jobs import JobStore, free_to_start, mark_final, mark_open
 
 
@@ -108,7 +109,8 @@ def start(table: str, jobs_table: str, request: JobRequest, lease: Lease,
            .set(status=JobStatus.RUNNING.value, host=lease.host, slot=lease.slot,
                 epoch=lease.epoch, started_at=now, lease_expires_at=lease.expires_at,
                 token=request.token, output=request.output, webhook=request.webhook,
-                queue_wait=max(0.0, now - submitted))
+                queue_wait=max(0.0, now - submitted),
+                **record_fields(request.priority, request.due))
            .set_if_absent(submitted_at=submitted, received_at=now)
            .remove("wait_reason")
            .add(attempts=1))

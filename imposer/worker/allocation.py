@@ -8,7 +8,9 @@ a release, ``Refiller`` for the rest) carries the step out against SQS and Dynam
 folds what it learnt into the next standing (notes read, a look at the queue, a start
 that failed) and asks again. The simulator asks the same function on its virtual
 fleet (``imposer.sim.handoff``). The rules are ``policy``'s (``may_hand_off``,
-``borrow_turns``); fair share's answers are computed by ``SharePolicy`` and passed in.
+``borrow_turns``, ``own_first``); fair share's answers are computed by ``SharePolicy``.
+A step names a tenant from counts alone, so a job's urgency never moves a slot between
+tenants; which of the tenant's waiting jobs then takes it is ``in_turn``'s.
 
 One branch per trigger (docs/design.rst, "A freed slot"):
 
@@ -27,95 +29,24 @@ One branch per trigger (docs/design.rst, "A freed slot"):
 
 from __future__ import annotations
 
-import enum
-from typing import Callable, Mapping, Union
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import attrs
 
 from imposer.worker import policy
+from imposer.worker.steps import (  # noqa: F401 (the decision's words, imported from here)
+    BatchDone,
+    Kind,
+    QueueEmpty,
+    Read,
+    Released,
+    Releasing,
+    Step,
+    Trigger,
+    ViewRead,
+)
 
-
-class Read(enum.Enum):
-    """What a read of a tenant's parked notes found (``Standing.reads``)."""
-
-    #: A note still parked: its job can start.
-    PARKED = "parked"
-    #: None left.
-    NONE = "none"
-    #: The tenant is paused (cap 0): its notes were not read.
-    PAUSED = "paused"
-    #: The read failed (an AWS error): the parked job waits for a later turn.
-    FAILED = "failed"
-
-
-class Kind(enum.Enum):
-    """What to do next with a free slot."""
-
-    #: Read the tenant's cap and oldest parked notes (``Step.tenant``), then ask again.
-    READ = "read"
-    #: Look at the queue without waiting, then ask again (``Standing.looked``).
-    LOOK = "look"
-    #: The release starts the tenant's oldest parked job in the slot it frees.
-    HAND_OVER = "hand over"
-    #: The release is a plain one, and the slot is decided again after it (``Released``).
-    LEAVE = "leave"
-    #: The release is a plain one; the tenant has nothing parked, so nothing follows it.
-    NOTHING_PARKED = "nothing parked"
-    #: Start the tenant's oldest parked job in a free slot (an acquire of its own).
-    START = "start"
-    #: No slot may go to the tenant now: the next receive that finds the queue empty pays.
-    OWE = "owe"
-    #: A hand-off owed is dropped (the rule says no even with the queue empty).
-    FORGIVE = "forgive"
-
-
-@attrs.frozen
-class Step:
-    """One thing to do with a free slot (``decide``'s answer)."""
-
-    kind: Kind
-    tenant: str | None = None
-    #: The start takes a borrowed slot (the tenant is at its cap).
-    borrow: bool = False
-
-
-@attrs.frozen
-class Releasing:
-    """A finished job of *tenant* is about to be released: may its release hand over?"""
-
-    tenant: str
-    #: The job held a borrowed slot.
-    borrowed: bool = False
-
-
-@attrs.frozen
-class Released:
-    """A job of *tenant* was released with no hand-over: its slot is free."""
-
-    tenant: str
-    borrowed: bool = False
-
-
-@attrs.frozen
-class QueueEmpty:
-    """A receive found nothing this host could start (the hand-offs owed are paid)."""
-
-
-@attrs.frozen
-class BatchDone:
-    """A receive's batch was dispatched: fair share may fill the slots still free."""
-
-
-@attrs.frozen
-class ViewRead:
-    """A new read of the waiting view: parked jobs no hand-off reached may start."""
-
-    #: The last receive found the queue empty (the host's last slot may then go, after
-    #: a look finds nobody has sent since).
-    queue_empty: bool = False
-
-
-Trigger = Union[Releasing, Released, QueueEmpty, BatchDone, ViewRead]
+T = TypeVar("T")
 
 
 @attrs.frozen(kw_only=True)
@@ -159,10 +90,11 @@ class Standing:
 
 @attrs.frozen(kw_only=True)
 class Rules:
-    """The two rules of ``policy`` the decision applies (the simulator may pass others)."""
+    """The rules of ``policy`` the decision applies (the simulator may pass others)."""
 
     may_hand_off: Callable[..., bool] = policy.may_hand_off
     borrow_turns: Callable[..., list[str]] = policy.borrow_turns
+    own_first: Callable[..., list] = policy.own_first
 
 
 #: The worker's own rules.
@@ -188,6 +120,17 @@ def decide(standing: Standing, trigger: Trigger, rules: Rules = POLICY) -> Step 
     if isinstance(trigger, ViewRead):
         return _restart_parked(standing, trigger, rules) or _lend(standing, rules)
     raise TypeError(f"not a trigger: {trigger!r}")
+
+
+def in_turn(notes: Sequence[T], mine: Callable[[T], bool], urgency: Callable[[T], Any],
+            rules: Rules = POLICY) -> list[T]:
+    """Order the waiting jobs of the tenant a step names: the one its slot goes to first.
+
+    Whatever gave the tenant the slot (a hand-over, a start, a borrowed turn), it goes
+    to the tenant's most urgent job (*urgency*: ``urgency.sort_key``'s order, priority
+    then due time), the oldest among equals, this host's own first (``own_first``).
+    """
+    return rules.own_first(notes, mine, urgency=urgency)
 
 
 def _releasing(s: Standing, t: Releasing, rules: Rules) -> Step:

@@ -50,6 +50,21 @@ def seed_history(backends, settings, per_hour: int, slots: int, weeks_ago: int =
 
 
 class TestSynthetic:
+    def test_priorities_and_due_times_are_replayed(self):
+        """Three rush jobs (priority 0) sent behind a capped backlog wait far less than
+        the backlog; each variant counts the due jobs that started late."""
+        out = json.loads(invoke("simulate", "--synthetic",
+                                "noisy=40@0,noisy=3@20!0,quiet=5@3~30s", "--median", "5",
+                                "--slots", "4", "--cap", "2", "--no-search", "--json"))
+        (row,) = out["variants"]
+        rush, bulk = row["priorities"]["0"], row["priorities"]["5"]
+        assert (rush["jobs"], bulk["jobs"]) == (3, 45)
+        assert rush["p95"] < bulk["p50"] / 4
+        assert row["due"] == {"jobs": 5, "started_late": 0}
+        text = invoke("simulate", "--synthetic", "noisy=40@0,noisy=3@20!0,quiet=5@3~30s",
+                      "--median", "5", "--slots", "4", "--cap", "2", "--no-search")
+        assert "priority 0            3" in text and "started late          5" in text
+
     def test_one_row_per_variant(self):
         """Slots x borrow x reserve, the reserve only where borrowing is on."""
         out = json.loads(invoke("simulate", "--synthetic", MIXED, "--median", "2",

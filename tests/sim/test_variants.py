@@ -110,7 +110,8 @@ class TestSharedRules:
         work = [SimJob(tenant="a", arrival=i, run=10, job_id=f"j{i}") for i in range(4)]
         policy = Policy(slots=4, cap=1)
         order = [j for _, j in sorted(zip(simulate(work, policy).first_start, "0123"))]
-        backwards = attrs.evolve(WORKER, own_first=lambda notes, mine: list(reversed(notes)))
+        backwards = attrs.evolve(WORKER, own_first=lambda notes, mine, urgency=None:
+                               list(reversed(notes)))
         reverse = [j for _, j in sorted(zip(simulate(work, policy, rules=backwards).first_start,
                                             "0123"))]
         assert order == ["0", "1", "2", "3"] and reverse == ["0", "3", "2", "1"]

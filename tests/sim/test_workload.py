@@ -115,3 +115,35 @@ class TestScaledParts:
         """``*x`` is not a number: the error names the part."""
         with pytest.raises(ConfigError, match="a=5@0\\*x"):
             synthetic("a=5@0*x")
+
+
+class TestUrgency:
+    def test_a_part_carries_a_priority_and_a_due_time_after_each_arrival(self):
+        """``!0~1m``: priority 0, each job due a minute after it arrives; two parts of one
+        name are one tenant's, numbered on."""
+        jobs = synthetic("noisy=3@0,noisy=2@30/10!0~1m", seed=1, origin=1000.0)
+        assert [j.job_id for j in jobs] == [f"noisy-{n}" for n in range(1, 6)]
+        assert [j.priority for j in jobs] == [5, 5, 5, 0, 0]
+        assert [j.due for j in jobs[:3]] == [None] * 3
+        assert all(j.due == j.arrival + 60 for j in jobs[3:])
+
+    @pytest.mark.parametrize("spec", ["a=5@0!x", "a=5@0!10", "a=5@0~soon"])
+    def test_a_bad_priority_or_due_is_refused(self, spec):
+        """A priority beyond one digit or a due that is no duration does not parse."""
+        with pytest.raises(ConfigError, match="not a workload part"):
+            synthetic(spec)
+
+    def test_a_records_priority_and_due_are_replayed(self):
+        """A record's priority and due time become the job's; a record without them (before
+        priorities) is of the default priority with no due time."""
+        urgent, plain = from_records([record(job_id="u", priority=1, due=150.0),
+                                      record(job_id="p", submitted_at=101.0)])
+        assert (urgent.priority, urgent.due) == (1, 150.0)
+        assert (plain.priority, plain.due) == (5, None)
+
+    def test_a_record_keeps_only_urgency_that_is_not_the_default(self):
+        """The item of a default job has neither field (old readers see what they saw)."""
+        assert {"priority", "due"}.isdisjoint(record().to_item())
+        item = record(priority=0, due=200.0).to_item()
+        assert (item["priority"], item["due"]) == (0, 200.0)
+        assert JobRecord.from_item(item).priority == 0

@@ -21,7 +21,9 @@ from imposer.worker.allocation import (
     Step,
     ViewRead,
     decide,
+    in_turn,
 )
+from imposer.models.urgency import DEFAULT_PRIORITY, sort_key
 
 PARKED, NONE, PAUSED, FAILED = Read.PARKED, Read.NONE, Read.PAUSED, Read.FAILED
 
@@ -256,3 +258,78 @@ class TestTriggers:
         """A value that is no trigger raises, naming it."""
         with pytest.raises(TypeError, match="not a trigger"):
             decide(Standing(free=1), "release")
+
+
+def job(name: str, age: float, priority: int = DEFAULT_PRIORITY, due: float | None = None,
+        host: str = "here") -> dict:
+    return {"name": name, "age": age, "priority": priority, "due": due, "host": host}
+
+
+def turn(jobs: list[dict]) -> list[str]:
+    """The names of *jobs* in the order a slot the decision gave their tenant takes them."""
+    ordered = sorted(jobs, key=lambda j: j["age"])  # (a read returns them oldest first)
+    return [j["name"] for j in in_turn(ordered, lambda j: j["host"] == "here",
+                                       lambda j: sort_key(j["priority"], j["due"]))]
+
+
+def fleet(notes: dict[str, list[dict]], releases: list[tuple[str, bool]]) -> dict:
+    """A host of plain values: each release of (tenant, borrowed) asks the decision with
+    the tenants' notes as it finds them, and the step's tenant takes its first job in turn.
+    Returns tenant -> the names it started, in order."""
+    left = {t: list(n) for t, n in notes.items()}
+    started: dict[str, list[str]] = {t: [] for t in notes}
+    borrowed = dict.fromkeys(notes, 0)
+    for tenant, lent in releases:
+        standing = Standing(free=3, parked=tuple(notes), borrow=True, reserve=1,
+                            borrowers={t: borrowed[t] for t in notes} if lent else {})
+        found = steps(standing, Releasing(tenant, borrowed=lent),
+                      {t: PARKED if left[t] else NONE for t in notes})
+        last = found[-1]
+        if last.kind is Kind.HAND_OVER:
+            name = turn(left[last.tenant])[0]
+            left[last.tenant] = [j for j in left[last.tenant] if j["name"] != name]
+            started[last.tenant].append(name)
+            borrowed[last.tenant] += last.borrow
+    return started
+
+
+class TestUrgency:
+    def test_a_tenants_slot_goes_to_its_most_urgent_job(self):
+        """Priority first, then the earliest due time (none: after every due), then age;
+        this host's own note first only among equally urgent ones."""
+        jobs = [job("old", 1), job("due-late", 2, due=500.0), job("rush", 3, priority=0),
+                job("due-soon", 4, due=100.0), job("low", 0, priority=9),
+                job("theirs-old", 0.5, host="other"), job("rush-later", 5, priority=0)]
+        assert turn(jobs) == ["rush", "rush-later", "due-soon", "due-late", "old",
+                              "theirs-old", "low"]
+
+    def test_without_urgency_the_order_is_own_oldest_then_others_newest(self):
+        """Every job at the default priority with no due time: the order before priorities."""
+        jobs = [job("a1", 1), job("b1", 2, host="other"), job("a2", 3),
+                job("b2", 4, host="other")]
+        assert turn(jobs) == ["a1", "a2", "b2", "b1"]
+
+    def test_a_hand_over_a_start_and_a_borrowed_turn_all_take_the_most_urgent(self):
+        """Whatever step gives acme the slot, the job it starts is its rush job."""
+        jobs = [job("bulk-1", 1), job("bulk-2", 2), job("rush", 3, priority=1)]
+        ways = [steps(Standing(free=2), Releasing("acme"))[-1],
+                steps(Standing(free=2), Released("acme"))[-1],
+                steps(Standing(free=3, borrow=True, borrowers={"acme": 0}),
+                      Releasing("acme", borrowed=True))[-1]]
+        assert [(w.kind, w.tenant) for w in ways] == [
+            (Kind.HAND_OVER, "acme"), (Kind.START, "acme"), (Kind.HAND_OVER, "acme")]
+        assert turn(jobs)[0] == "rush"
+
+    def test_marking_everything_urgent_wins_a_tenant_no_slot(self):
+        """The same releases, own and borrowed, with acme's jobs all at priority 0 and due
+        at once: each tenant starts as many jobs, in the same turns, as with the default
+        (the decision names tenants from counts; urgency orders only acme's own)."""
+        releases = [("acme", False), ("globex", False), ("acme", True), ("globex", True),
+                    ("acme", True), ("acme", False), ("globex", False), ("acme", True)]
+        plain = {"acme": [job(f"a{i}", i) for i in range(6)],
+                 "globex": [job(f"g{i}", i + 0.5) for i in range(6)]}
+        urgent = {**plain, "acme": [job(f"a{i}", i, priority=0, due=1.0) for i in range(6)]}
+        base, marked = fleet(plain, releases), fleet(urgent, releases)
+        assert {t: len(n) for t, n in marked.items()} == {t: len(n) for t, n in base.items()}
+        assert marked == base and len(base["globex"]) >= 3
+

@@ -39,7 +39,7 @@ from imposer.models import JobRequest, Received
 from imposer.settings import Settings
 from imposer.state.leases import Successor
 from imposer.state.waiting import Parked, WaitingStore
-from imposer.worker import policy
+from imposer.worker import allocation, policy
 from imposer.worker.messages import Messages
 from imposer.worker.timing import LeaseTiming
 
@@ -110,8 +110,8 @@ class HandOff:
         """The tenant's most urgent parked messages (then oldest), this host's first; and if
         just read.
 
-        This host's oldest first, then the others' newest first
-        (``policy.own_first``: hosts handing off at once seldom collide).
+        The most urgent first (``allocation.in_turn``); among equals this host's oldest
+        first, then the others' newest first (hosts handing off at once seldom collide).
 
         One Query reads up to ``policy.NOTES_READ`` notes; the hand-offs after
         it take the next of them (a claim that finds one gone costs what a
@@ -122,8 +122,8 @@ class HandOff:
         read = self._read.get(tenant_id)
         if not fresh and read and read[1] and now - read[0] < self.settings.park_seconds:
             return list(read[1]), False
-        notes = policy.own_first(self.waiting.oldest(tenant_id, policy.NOTES_READ), self.mine,
-                                 urgency=attrgetter("urgency"))
+        notes = allocation.in_turn(self.waiting.oldest(tenant_id, policy.NOTES_READ),
+                                   self.mine, attrgetter("urgency"))
         self._read[tenant_id] = (now, notes)
         if len(self._read) > REMEMBERED:
             self._read.pop(next(iter(self._read)))
