@@ -2,8 +2,8 @@
 
 The tenant-side client shares this package, and only this, with the service.
 ``request`` holds the SQS message body; ``message`` a received SQS message;
-``records`` the table items and the pool's outcomes; ``task`` what the parent
-hands a pool child.
+``records`` the table items and the pool's outcomes; ``tenant`` a tenant's config
+row; ``task`` what the parent hands a pool child.
 """
 
 from imposer.models.message import Received
@@ -14,7 +14,6 @@ from imposer.models.records import (
     JobStatus,
     Lease,
     Outcome,
-    TenantConfig,
     TenantCounter,
     WebhookStatus,
     counter_key,
@@ -31,6 +30,7 @@ from imposer.models.request import (
     valid_id,
 )
 from imposer.models.task import TaskSpec
+from imposer.models.tenant import TenantConfig
 
 __all__ = [
     "FINAL_STATUSES", "Fate", "JobRecord", "JobRequest", "JobStatus", "Lease", "Outcome",

@@ -1,4 +1,6 @@
-"""Records that cross a table or process boundary: tenants, leases, jobs, outcomes.
+"""Records that cross a table or process boundary: leases, counters, jobs, outcomes.
+
+A tenant's config row is ``tenant.TenantConfig``.
 
 ``to_item``/``from_item`` map each to a DynamoDB item in plain Python (ints
 and floats); the DynamoDB adapter converts numbers to and from Decimal.
@@ -14,7 +16,7 @@ import attrs
 from imposer.models.request import job_key
 
 
-def _drop_none(item: dict[str, Any]) -> dict[str, Any]:
+def drop_none(item: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if v is not None and v != ""}
 
 
@@ -57,57 +59,6 @@ class WebhookStatus:
 
 
 @attrs.frozen(kw_only=True)
-class TenantConfig:
-    """A tenant's row of the config table: its tier override and webhook setup."""
-
-    tenant_id: str
-    #: Concurrency cap override; None means the default cap.
-    cap: int | None = None
-    #: Secret for signing completion webhooks (HMAC-SHA256).
-    webhook_secret: str | None = None
-    #: The secret being rotated out: deliveries carry its signature too until dropped.
-    webhook_secret_previous: str | None = None
-    #: Host names a webhook URL may point at.
-    webhook_hosts: tuple[str, ...] = ()
-    #: SQS sender ids that may send this tenant's jobs (``models.senders``); none
-    #: binds nobody, and then IMPOSER_REQUIRE_SENDERS decides.
-    senders: tuple[str, ...] = ()
-    #: Fair-share weight (IMPOSER_SHARE_HALF_LIFE on); None means 1, 0 pauses the tenant.
-    weight: float | None = None
-
-    def to_item(self) -> dict[str, Any]:
-        item = {
-            "tenant_id": self.tenant_id,
-            "cap": self.cap,
-            "webhook_secret": self.webhook_secret,
-            "webhook_secret_previous": self.webhook_secret_previous,
-            "weight": self.weight,
-        }
-        if self.webhook_hosts:
-            item["webhook_hosts"] = list(self.webhook_hosts)
-        if self.senders:
-            item["senders"] = list(self.senders)
-        return _drop_none(item)
-
-    @property
-    def signing_secrets(self) -> tuple[str, ...]:
-        """The secrets a delivery is signed with: the current one, then the previous."""
-        return tuple(s for s in (self.webhook_secret, self.webhook_secret_previous) if s)
-
-    @classmethod
-    def from_item(cls, item: dict[str, Any]) -> "TenantConfig":
-        return cls(
-            tenant_id=item["tenant_id"],
-            cap=item.get("cap"),
-            webhook_secret=item.get("webhook_secret"),
-            webhook_secret_previous=item.get("webhook_secret_previous"),
-            webhook_hosts=tuple(item.get("webhook_hosts") or ()),
-            senders=tuple(item.get("senders") or ()),
-            weight=float(item["weight"]) if item.get("weight") is not None else None,
-        )
-
-
-@attrs.frozen(kw_only=True)
 class Lease:
     """One running job's claim on one of its tenant's slots."""
 
@@ -139,7 +90,7 @@ class Lease:
         item = attrs.asdict(self)
         del item["stored_key"]
         item["pk"] = self.key
-        return _drop_none(item)
+        return drop_none(item)
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> "Lease":
@@ -261,7 +212,7 @@ class JobRecord:
         item = attrs.asdict(self)
         item.update(status=self.status.value, job_id=self.key, job=self.job_id,
                     warnings=list(self.warnings) or None)
-        return _drop_none(item)
+        return drop_none(item)
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> "JobRecord":
