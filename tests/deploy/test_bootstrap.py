@@ -255,18 +255,26 @@ class TestBootstrap:
                          aws=Aws(), bucket=host.settings.bucket,
                          queue=host.settings.queue_name).job_id
         runner = CliRunner()
-        env = {k: v for k, v in host.env.items() if k.startswith("AWS_")}
-        env.update({f"IMPOSER_{k}": v for k, v in {
+        env = {f"IMPOSER_{k}": v for k, v in {
             "QUEUE": host.settings.queue_name, "TABLE_PREFIX": host.settings.table_prefix,
-            "BUCKET": host.settings.bucket}.items()})
+            "BUCKET": host.settings.bucket}.items()}
+        last = []
 
         def status():
-            out = runner.invoke(main, ["jobs", "--tenant", "tenant-a", "--json"], env=env)
+            # As the host's identity and nothing else: a session token another test left in
+            # this process's environment would make every call fail to authenticate.
+            with aws_as(host.env["AWS_ENDPOINT_URL"], host.identity):
+                out = runner.invoke(main, ["jobs", "--tenant", "tenant-a", "--json"], env=env)
+            last[:] = [out.exit_code, out.output[-2000:]]
             rows = json.loads(out.output) if out.exit_code == 0 else []
             return next((r["status"] for r in rows if r["job_id"] == job
                          and r["status"] in ("succeeded", "failed")), None)
 
-        assert wait_for(status, 120, f"job {job} to finish") == "succeeded"
+        try:
+            finished = wait_for(status, 120, f"job {job} to finish")
+        except AssertionError as timed_out:
+            raise AssertionError(f"{timed_out}; `imposer jobs` last gave {last}") from None
+        assert finished == "succeeded"
 
     def test_the_env_file_is_the_stacks_and_the_hosts(self, host):
         """imposer.env holds each stack setting and this host's own; only its group reads it."""
