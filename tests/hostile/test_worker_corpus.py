@@ -61,16 +61,21 @@ case("huge-submitted", (DLQ, "submitted_at must be epoch seconds"), json=body(su
 case("negative-submitted", (DLQ, "submitted_at must be epoch seconds"), json=body(submitted_at=-5))
 case("text-submitted", (DLQ, "submitted_at must be epoch seconds"),
      json=body(submitted_at="yesterday"))
-case("priority-out-of-range", (DLQ, "priority must be a whole number from 0"),
+# ...and a job whose urgency is unreadable keeps a failed record saying why, for its tenant.
+RECORDED = "recorded"
+case("priority-out-of-range", (DLQ, "priority must be a whole number from 0", RECORDED),
      json=body(priority=99))
-case("priority-text", (DLQ, "priority must be a whole number from 0"), json=body(priority="1"))
-case("priority-huge", (DLQ, "priority must be a whole number from 0"), json=body(priority=1e308))
-case("due-unparseable", (DLQ, "due is not an ISO-8601 time"), json=body(due="asap"))
-case("due-naive", (DLQ, "due has no timezone"), json=body(due="2027-01-01T09:00:00"))
-case("due-far-future", (DLQ, "at most a year ahead"), json=body(due="9999-01-01T00:00:00Z"))
-case("due-before-2000", (DLQ, "due must be after 2000-01-01"),
+case("priority-text", (DLQ, "priority must be a whole number from 0", RECORDED),
+     json=body(priority="1"))
+case("priority-huge", (DLQ, "priority must be a whole number from 0", RECORDED),
+     json=body(priority=1e308))
+case("due-unparseable", (DLQ, "due is not an ISO-8601 time", RECORDED), json=body(due="asap"))
+case("due-naive", (DLQ, "due has no timezone", RECORDED), json=body(due="2027-01-01T09:00:00"))
+case("due-far-future", (DLQ, "at most a year ahead", RECORDED),
+     json=body(due="9999-01-01T00:00:00Z"))
+case("due-before-2000", (DLQ, "due must be after 2000-01-01", RECORDED),
      json=body(due="1970-01-01T00:00:00Z"))
-case("due-number", (DLQ, "due must be an ISO-8601 time"), json=body(due=1e308))
+case("due-number", (DLQ, "due must be an ISO-8601 time", RECORDED), json=body(due=1e308))
 case("version-2", (DLQ, "unsupported message version"), json=body(version=2))
 case("version-bool", (DLQ, "unsupported message version"), json=body(version=True))
 case("job-id-missing", (DLQ, "job_id missing or invalid"), json=body(job_id=...))
@@ -286,6 +291,11 @@ def test_case(corpus, name, send, outcome):
     if outcome[0] == DLQ:
         assert corpus["dead"].get(text) is not None, f"{name} was not dead-lettered"
         assert outcome[1] in corpus["dead"][text]
+        if outcome[2:] == (RECORDED,):
+            record = _record(corpus, name)
+            assert record is not None, f"{name} left no record"
+            assert (record.status.value, record.error_kind) == ("failed", "invalid_message")
+            assert outcome[1] in record.error
         return
     assert text not in corpus["dead"], corpus["dead"].get(text)
     record = _record(corpus, name)
