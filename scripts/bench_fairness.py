@@ -46,7 +46,16 @@ count caps alone (``share-caps``) and with IMPOSER_SHARE_HALF_LIFE set, equal we
 slot (``arrival``); and the mixed workload with fair share on (quiet p95 against perfect
 delivery). Each target is printed met / NOT MET for the real run and the simulator.
 
-    python scripts/bench_fairness.py [--only mixed,lone,...] [--skip-speed] [--share]
+Rush jobs and due times (issue 40, ``--rush``: these runs alone; ``imposer.sim.rush``): the
+heavy tenant's 100 bulk jobs parked at its cap, then 5 rush jobs (priority 0) at 20 s and
+two quiet tenants at 24 s (median 4 s); and 60 jobs due in 10 minutes, then 20 due 15 s
+after they are sent. Each runs as sent and as its reference in arrival order (no
+priorities, no due times; for ``rush`` the heavy tenant's run times dealt in the order its
+jobs started, so its slots are held for the same spans): rush jobs' waits over the wait
+for the tenant's next slot, bulk order and quiet waits kept, late starts cut. Guarded by
+``tests/sim/test_rush.py``.
+
+    python scripts/bench_fairness.py [--only mixed,lone,...] [--skip-speed] [--share] [--rush]
                                      [--save FILE | --load FILE] [--keep-logs DIR]
 """
 
@@ -89,7 +98,8 @@ from imposer.sim.headline import (  # noqa: E402
     policy_of,
     rows_of_schedule,
 )
-from imposer.sim import fairness  # noqa: E402
+from imposer.models.urgency import DEFAULT_PRIORITY, format_due  # noqa: E402
+from imposer.sim import fairness, rush  # noqa: E402
 from imposer.sim.headline import CALLS_PER_JOB, path_calls  # noqa: E402
 from imposer.sim.workload import SimJob, fates_of, synthetic  # noqa: E402
 
@@ -210,8 +220,12 @@ def run_fleet(stack: Stack, jobs: list[SimJob], policy: str, hosts: int, slots: 
                       "grid": {"cols": 1, "rows": 1},
                       "pdftoolbox": {"profile": "Impose.kfpx",
                                      "variables": {"fake_sleep": str(jobs[i].run)}}}
-            req = submit(jobs[i].tenant, pdf, layout, bucket=names["bucket"],
-                         queue=names["queue_name"], aws=aws)
+            job = jobs[i]  # (its due time: that long after it is sent, as the workload says)
+            req = submit(job.tenant, pdf, layout, bucket=names["bucket"],
+                         queue=names["queue_name"], aws=aws,
+                         priority=None if job.priority == DEFAULT_PRIORITY else job.priority,
+                         due=None if job.due is None
+                         else format_due(time.time() + job.due - job.arrival))
             ids[req.job_id] = i
             sent[req.job_id] = time.time()  # the message is in the queue from here
 
@@ -542,6 +556,9 @@ def main() -> int:
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--share", action="store_true",
                         help="run fair share's workloads only (issue 30) and report them")
+    parser.add_argument("--rush", action="store_true",
+                        help="run the rush and due-time workloads only (issue 40) and report "
+                        "them")
     parser.add_argument("--save", metavar="FILE", help="also keep the runs' results here")
     parser.add_argument("--load", metavar="FILE", help="report on saved results, run nothing")
     parser.add_argument("--keep-logs", metavar="DIR", help="keep the workers' logs here")
@@ -552,10 +569,13 @@ def main() -> int:
                  {**WORKLOADS, **fairness.WORKLOADS}.items()}
     if args.share:
         return share_main(args, workloads)
+    if args.rush:
+        return rush_main(args)
     if args.load:
         with open(args.load, "rb") as saved:
-            out = pickle.load(saved)
+            out, urgent = pickle.load(saved)
         report(workloads, out, None if args.skip_speed else speed())
+        rush_report(urgent)
         return 0
     stack, strict = Stack(), Stack(strict=True)
     out = []
@@ -578,14 +598,104 @@ def main() -> int:
                     result["why"] = {k: asked[k] for k in ("predictions", "records")}
                 print(f"  {time.time() - started:.0f}s", file=sys.stderr, flush=True)
                 out.append((name, wl, policy, hosts, slots, result))
+            urgent = rush_runs(stack, logdir, only)
     finally:
         stack.close()
         strict.close()
     if args.save:
         with open(args.save, "wb") as saved:
-            pickle.dump(out, saved)
+            pickle.dump((out, urgent), saved)
     report(workloads, out, None if args.skip_speed else speed())
+    rush_report(urgent)
     return 0
+
+
+# -- rush jobs and due times (issue 40) ---------------------------------------------------------
+def rush_main(args) -> int:
+    """Run the rush and due workloads, each as sent and as its reference; report them."""
+    if args.load:
+        with open(args.load, "rb") as saved:
+            urgent = pickle.load(saved)
+    else:
+        stack = Stack()
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                logdir = Path(args.keep_logs or tmp)
+                logdir.mkdir(parents=True, exist_ok=True)
+                urgent = rush_runs(stack, logdir, None)
+        finally:
+            stack.close()
+        if args.save:
+            with open(args.save, "wb") as saved:
+                pickle.dump(urgent, saved)
+    rush_report(urgent)
+    return 0
+
+
+def rush_runs(stack, logdir, only) -> dict:
+    """name -> (jobs, rows of the run as sent, rows of its reference, the run's latency).
+
+    The reference of ``rush`` is dealt the heavy tenant's run times in the order its jobs
+    started in the run as sent (``rush.twin``), so it needs that run's rows first."""
+    out = {}
+    for name, (spec, median, seed) in rush.WORKLOADS.items():
+        if only is not None and name not in only:
+            continue
+        jobs = synthetic(spec, median=median, seed=seed)
+        print(f"running {name} (cap, 1 host), as sent and as its reference ...",
+              file=sys.stderr, flush=True)
+        started = time.time()
+        sent = run_fleet(stack, jobs, "cap", 1, 8, median, logdir)
+        rows = urgency_rows(jobs, sent)
+        reference = run_fleet(stack, rush.reference(name, jobs, rows), "cap", 1, 8, median,
+                              logdir)
+        print(f"  {time.time() - started:.0f}s", file=sys.stderr, flush=True)
+        out[name] = (jobs, rows, urgency_rows(jobs, reference), sent["latency"])
+    return out
+
+
+def urgency_rows(jobs, result) -> list[tuple]:
+    """``rush``'s rows of a real run, in the workload's job order: each job's priority and
+    due time are the workload's (a reference run sent neither), its due counted from when
+    it was submitted in this run."""
+    t0, rows = result["t0"], [None] * len(jobs)
+    for job_id, i in result["ids"].items():
+        r, j = result["records"][job_id], jobs[i]
+        submitted = r.submitted_at - t0
+        rows[i] = (r.tenant_id, submitted, r.started_at - t0, r.finished_at - t0, j.priority,
+                   None if j.due is None else submitted + j.due - j.arrival)
+    return rows
+
+
+def rush_report(urgent: dict) -> None:
+    """The rush and due targets, real and simulated side by side, met / NOT MET."""
+    if not urgent:
+        return
+    print("\nrush jobs and due times (cap 4, 1 host of 8; each workload as sent and as its "
+          "reference, arrival order):")
+    for name, (spec, median, seed) in rush.WORKLOADS.items():
+        if name in urgent:
+            print(f"  {name:5} {spec:40} median {median:g}s seed {seed}")
+    real = rush.figures(*(urgent["rush"][1:3] if "rush" in urgent else (None, None)),
+                        *(urgent["due"][1:3] if "due" in urgent else (None, None)))
+    latency = next(iter(urgent.values()))[3]
+    policy = policy_of("cap", 1, 8, latency)
+    pairs = {name: rush.simulated(name, policy) for name in rush.WORKLOADS}
+    sim = rush.figures(*pairs["rush"], *pairs["due"])
+    verdicts = []
+    for target, value, met in rush.verdicts(real):
+        verdicts.append(met)
+        bound = f"{'>=' if target.floor else '<='} {target.bound:g}"
+        print(f"  {target.what:52} real {value:6.2f}  sim {sim[target.figure]:6.2f}  "
+              f"(target {bound}): {'met' if met else 'NOT MET'}")
+    if "rush" in urgent:
+        print(f"  rush jobs' waits over the wait for the tenant's next slot, real: "
+              f"{', '.join(f'{r:.2f}' for r in rush.rush_ratios(urgent['rush'][1]))}")
+    if "due" in urgent:
+        print(f"  due: {real['late']} of {sum(1 for r in urgent['due'][1] if r[5] is not None)} "
+              f"jobs with a due time started late, {real['late_plain']} in arrival order "
+              f"(sim {sim['late']} and {sim['late_plain']})")
+    print(f"  {sum(verdicts)} of {len(verdicts)} targets met")
 
 
 # -- fair share (issue 30) ----------------------------------------------------------------------
