@@ -158,7 +158,7 @@ def why(settings: Settings, job_id: str, tenant, as_json: bool) -> None:
                          settings, time.time())
     else:
         answer = investigate(b.jobs, b.leases, b.tenants, settings, owner, job_id, time.time(),
-                             share=share["share"] if share else None)
+                             share=share["share"] if share else None, waiting=b.waiting)
     waiting = not_received(b.queue) if record is None else None
     if as_json:
         payload = answer.to_dict()

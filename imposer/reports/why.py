@@ -18,11 +18,13 @@ import attrs
 from imposer import backoff
 from imposer.models import JobRecord, JobStatus, Lease
 from imposer.models.records import SHARE_PARK_REASON
+from imposer.models.urgency import DEFAULT_PRIORITY, format_due
 from imposer.reports.formatting import format_seconds
 from imposer.reports.stats import percentile
 from imposer.state.jobs import JobStore
 from imposer.state.leases import LeaseStore
 from imposer.state.tenants import TenantStore
+from imposer.state.waiting import WaitingStore, order_key, urgency_key
 
 
 @attrs.frozen(kw_only=True)
@@ -43,6 +45,8 @@ class Explanation:
     latest: float | None = None
     #: How sure the prediction is, in words.
     confidence: str | None = None
+    #: Whether it will start after its due time (None: it has none, or no prediction).
+    late: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self)
@@ -72,13 +76,14 @@ def predict(holders: list[Lease], ahead: int, history: list[float], now: float,
 
 
 def investigate(jobs: JobStore, leases: LeaseStore, tenants: TenantStore, settings,
-                tenant_id: str, job_id: str, now: float,
-                share: float | None = None) -> Explanation:
+                tenant_id: str, job_id: str, now: float, share: float | None = None,
+                waiting: WaitingStore | None = None) -> Explanation:
     """Read what explaining one job needs, all of it bounded by live work.
 
     The job's record, the live leases, the open-jobs index (who is ahead) and
     the tenant's last finished jobs (how long they ran); never the history.
     *share*: fair share on, the tenant's weighted share of the licence time.
+    *waiting*: the tenant's parked notes before this job's (``Ahead``).
     """
     record = jobs.get(tenant_id, job_id)
     if record is None or record.status.final:
@@ -87,15 +92,36 @@ def investigate(jobs: JobStore, leases: LeaseStore, tenants: TenantStore, settin
     recent, _ = jobs.for_tenant(tenant_id, statuses=["succeeded"], limit=HISTORY)
     history = [r.run_seconds for r in recent if r.run_seconds]
     return explain(job_id, record, leases.leases(), tenants.caps(), settings.default_cap,
-                   jobs.open_jobs(), history, settings.slots, settings, now, share)
+                   jobs.open_jobs(), history, settings.slots, settings, now, share,
+                   Ahead.read(waiting, record) if waiting is not None else None)
+
+
+@attrs.frozen
+class Ahead:
+    """The tenant's parked jobs a slot of the tenant goes to before this one (the waiting
+    table's order: ``in_turn``'s), and how many of them are more urgent than it."""
+
+    jobs: int
+    more_urgent: int
+
+    @classmethod
+    def read(cls, waiting: WaitingStore, record: JobRecord) -> "Ahead | None":
+        if record.status != JobStatus.QUEUED or record.submitted_at is None:
+            return None
+        priority = DEFAULT_PRIORITY if record.priority is None else record.priority
+        keys = waiting.ahead_of(record.tenant_id, order_key(
+            priority, record.due, record.submitted_at, record.job_id))
+        urgency = urgency_key(priority, record.due)
+        return cls(jobs=len(keys), more_urgent=sum(1 for k in keys if k < urgency))
 
 
 def explain(job_id: str, record: JobRecord | None, leases: list[Lease], caps: dict[str, int],
             default_cap: int, open_jobs: list[JobRecord], history: list[float],
             slots_per_host: int, settings, now: float,
-            share: float | None = None) -> Explanation:
+            share: float | None = None, ahead: Ahead | None = None) -> Explanation:
     """Explain *job_id* from its record, the live leases, open jobs and past run times
-    (and, fair share on, its tenant's weighted *share*: ``_waiting``)."""
+    (and, fair share on, its tenant's weighted *share*: ``_waiting``; *ahead*: its tenant's
+    parked jobs before it, by urgency)."""
     if record is None:
         return Explanation(job_id=job_id, code="not_received", reason=(
             "not yet received: no worker has picked this job up, so it is still in the queue "
@@ -131,11 +157,11 @@ def explain(job_id: str, record: JobRecord | None, leases: list[Lease], caps: di
         return Explanation(**base, code="retrying", predicted_start=last_end + delay,
                            confidence="the retry delay is fixed", reason=text)
     return _waiting(base, record, leases, caps, default_cap, open_jobs, slots_per_host,
-                    settings, now, history, sure, share)
+                    settings, now, history, sure, share, ahead)
 
 
 def _waiting(base, record, leases, caps, default_cap, open_jobs, slots_per_host, settings, now,
-             history, sure, share=None) -> Explanation:
+             history, sure, share=None, parked: Ahead | None = None) -> Explanation:
     """A queued job: at its tenant's cap, behind a full pool, held by fair share, or due.
 
     Fair share on (*share* below 1), a job behind a full pool or held waits
@@ -154,6 +180,17 @@ def _waiting(base, record, leases, caps, default_cap, open_jobs, slots_per_host,
         mine = record.submitted_at or 0
         return sum(1 for r in queued if pred(r) and (r.submitted_at or 0) < mine)
 
+    def own_ahead() -> int:
+        """The tenant's jobs its next slots go to first: its parked notes before this
+        one's (urgency, then age) if it has any, else its older waiting jobs."""
+        urgent = record.priority not in (None, DEFAULT_PRIORITY) or record.due is not None
+        if parked is not None and (parked.jobs or urgent):
+            return parked.jobs
+        return ahead(lambda r: r.tenant_id == tenant)
+
+    behind = (f"; behind {parked.more_urgent} more urgent job(s) of {tenant}"
+              if parked is not None and parked.more_urgent else "")
+
     def holders_of(chosen: list[Lease]) -> tuple[dict, ...]:
         return tuple({"job_id": l.job_id, "tenant_id": l.tenant_id, "host": l.host,
                       "slot": l.slot, "borrowed": l.borrowed,
@@ -162,25 +199,42 @@ def _waiting(base, record, leases, caps, default_cap, open_jobs, slots_per_host,
     def answer(code, reason, chosen, n_ahead, delay):
         guess = predict(chosen, n_ahead, history, now, delay)
         if guess is None:
-            return Explanation(**base, code=code, reason=reason, holders=holders_of(chosen),
+            return Explanation(**base, code=code, reason=reason + due_note(None),
+                               holders=holders_of(chosen), late=late(None),
                                confidence="no finished jobs yet to predict from")
         low, mid, high = guess
         return Explanation(**base, code=code, holders=holders_of(chosen), predicted_start=mid,
-                           earliest=low, latest=high, confidence=sure,
-                           reason=f"{reason}; likely to start in {format_seconds(mid - now)}")
+                           earliest=low, latest=high, confidence=sure, late=late(mid),
+                           reason=f"{reason}; likely to start in {format_seconds(mid - now)}"
+                           + due_note(mid))
+
+    def late(start: float | None) -> bool | None:
+        if record.due is None:
+            return None
+        return (start if start is not None else now) > record.due or None
+
+    def due_note(start: float | None) -> str:
+        due = record.due
+        if due is None:
+            return ""
+        if start is not None and start > due:
+            return (f"; will miss its due time {format_due(due)}: predicted to start "
+                    f"{format_seconds(start - due)} after it")
+        if now > due:
+            return f"; its due time {format_due(due)} passed {format_seconds(now - due)} ago"
+        return f"; due {format_due(due)}"
 
     if cap <= 0:
         return Explanation(**base, code="at_cap", reason=f"tenant {tenant} is paused (cap 0)")
     if len(own) >= cap:
         names = ", ".join(f"{l.job_id} ({format_seconds(now - l.acquired_at)})" for l in own)
         return answer("at_cap", f"at the tenant's cap: {tenant} holds {len(own)} of {cap} "
-                      f"slots: {names}", own, ahead(lambda r: r.tenant_id == tenant),
-                      settings.defer_seconds / 2)
+                      f"slots: {names}{behind}", own, own_ahead(), settings.defer_seconds / 2)
     hosts = {l.host for l in leases} or {None}
     full = len(leases) >= len(hosts) * slots_per_host
     held = (record.wait_reason or "").startswith(SHARE_PARK_REASON)
     if share is not None and 0 < share < 1 and leases and (full or held):
-        turns = math.ceil((ahead(lambda r: r.tenant_id == tenant) + 1) / share - 1e-9) - 1
+        turns = math.ceil((own_ahead() + 1) / share - 1e-9) - 1
         turn = (f"under fair share about one freed slot in {1 / share:.3g} goes to {tenant} "
                 "while others wait")
         if full:
@@ -190,8 +244,9 @@ def _waiting(base, record, leases, caps, default_cap, open_jobs, slots_per_host,
     if full:
         return answer("pool_full", f"pool full: all {len(leases)} slots are busy", leases,
                       ahead(lambda r: caps.get(r.tenant_id, default_cap) > 0), 0.0)
+    start = (record.last_seen_at or now) + settings.defer_seconds
     return Explanation(**base, code="queued", reason=(
         record.wait_reason or "waiting to be delivered again") +
-        "; slots are free, so it should start when its message comes round again",
-        predicted_start=(record.last_seen_at or now) + settings.defer_seconds,
+        "; slots are free, so it should start when its message comes round again"
+        + due_note(start), predicted_start=start, late=late(start),
         confidence="the deferral delay is fixed")

@@ -45,11 +45,24 @@ def band(priority: int) -> str:
 
 
 def order_of(request: JobRequest, message: Received) -> str:
-    age = f"{request.submitted_at or message.sent_at:017.5f}#{request.job_id}"
-    if request.priority == DEFAULT_PRIORITY and request.due is None:
+    return order_key(request.priority, request.due, request.submitted_at or message.sent_at,
+                     request.job_id)
+
+
+def order_key(priority: int, due: float | None, submitted: float, job_id: str) -> str:
+    """A note's range key: its urgency (``urgency_key``), then its age."""
+    age = f"{submitted:017.5f}#{job_id}"
+    if priority == DEFAULT_PRIORITY and due is None:
         return age
-    due = "~" if request.due is None else f"{request.due:017.5f}"  # "~": after every due
-    return f"{band(request.priority)}{due}#{age}"
+    return f"{urgency_key(priority, due)}#{age}"
+
+
+def urgency_key(priority: int, due: float | None) -> str:
+    """The part of a key that says how urgent a job is: every key below it is more urgent.
+    (``0`` for the default priority without a due time: its keys begin with a digit.)"""
+    if priority == DEFAULT_PRIORITY and due is None:
+        return "0"
+    return band(priority) + ("~" if due is None else f"{due:017.5f}")  # "~": after every due
 
 
 @attrs.frozen(kw_only=True)
@@ -127,6 +140,14 @@ class WaitingStore:
         items, _ = self.dynamo.query(self.table, "tenant_id = :t", {":t": tenant_id},
                                      limit=limit, consistent=True)
         return [Parked.from_item(i) for i in items]
+
+    def ahead_of(self, tenant_id: str, order: str) -> list[str]:
+        """The keys of the tenant's notes before *order*: the parked jobs a slot of the
+        tenant goes to first (bounded by the tenant's parked work, never by history)."""
+        items = self.dynamo.query_all(self.table, "tenant_id = :t AND #o < :k",
+                                      {":t": tenant_id, ":k": order},
+                                      names={"#o": "order"}, ProjectionExpression="#o")
+        return [i["order"] for i in items]
 
     def between(self, tenant_id: str, first: str, last: str) -> list[Parked]:
         """Every note of the tenant from *first* to *last* in order (both included)."""

@@ -7,10 +7,14 @@ import subprocess
 import sys
 import time
 
+import attrs
 import pytest
 
-from imposer.models import JobStatus, TenantConfig
+from imposer.models import JobStatus, Received, TenantConfig
+from imposer.models.urgency import format_due
+from imposer.reports.formatting import format_seconds
 from imposer.reports.why import explain, investigate, predict
+from imposer.state.waiting import Parked
 from tests.fixtures.aws import env_for
 from tests.fixtures.jobs import record_of, request
 
@@ -117,6 +121,70 @@ class TestReasons:
         assert running.code == "running" and "host hostX slot 3 for 1m05s" in running.reason
         backends.leases.release(lease, JobStatus.SUCCEEDED)
         assert ask(backends, req.job_id).code == "succeeded"
+
+
+class TestUrgency:
+    """A job's priority and due time in the answer: who of its tenant goes first, and
+    whether it will start in time (docs/priority.rst)."""
+
+    @staticmethod
+    def park(backends, clock, **urgency):
+        """Park a job of acme now, as a worker at the cap would: its record and its note."""
+        req = attrs.evolve(request(), submitted_at=clock.time(), **urgency)
+        backends.jobs.note_waiting(req, clock.time(), "at tenant cap", deferred=True)
+        message = Received(message_id=f"m-{req.job_id}", receipt="r", body=req.to_body(),
+                           group_id="acme", sent_at=clock.time(), receive_count=1)
+        backends.waiting.park(Parked.of(req, message, visible_at=clock.time() + 300))
+        clock.advance(1)
+        return req
+
+    def ask(self, backends, req):
+        return investigate(backends.jobs, backends.leases, backends.tenants,
+                           backends.settings, "acme", req.job_id, backends.clock.time(),
+                           waiting=backends.waiting)
+
+    def test_a_job_behind_more_urgent_jobs_of_its_tenant_says_how_many(self, backends, clock):
+        """Two rush jobs sent after a bulk job go before it: `why` says so and predicts the
+        bulk job three slot-turns out, the first rush job one."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        history(backends, "acme", 100)
+        backends.leases.acquire(request(), "h", 0)
+        bulk = self.park(backends, clock)
+        first, second = self.park(backends, clock, priority=0), self.park(backends, clock,
+                                                                        priority=0)
+        answers = {r.job_id: self.ask(backends, r) for r in (bulk, first, second)}
+        assert "behind 2 more urgent job(s) of acme" in answers[bulk.job_id].reason
+        assert "more urgent" not in answers[first.job_id].reason  # (the rush jobs are equal)
+        assert "more urgent" not in answers[second.job_id].reason
+        starts = [answers[r.job_id].predicted_start for r in (first, second, bulk)]
+        assert starts[1] - starts[0] == pytest.approx(100)
+        assert starts[2] - starts[1] == pytest.approx(100)
+
+    def test_a_job_that_will_miss_its_due_time_says_so(self, backends, clock):
+        """Due before its predicted start: `why` says by how much, and ``late`` is set."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        history(backends, "acme", 100)
+        backends.leases.acquire(request(), "h", 0)
+        soon = self.park(backends, clock, due=clock.time() + 40)
+        later = self.park(backends, clock, due=clock.time() + 3600)
+        answer = self.ask(backends, soon)
+        missed = answer.predicted_start - soon.due
+        assert answer.late is True and missed > 0
+        assert f"will miss its due time {format_due(soon.due)}: predicted to start " \
+               f"{format_seconds(missed)} after it" in answer.reason
+        fine = self.ask(backends, later)
+        assert fine.late is None and f"; due {format_due(later.due)}" in fine.reason
+        assert "will miss" not in fine.reason
+
+    def test_a_job_without_urgency_reads_as_before(self, backends, clock):
+        """No priority, no due: no word of either, and its place is its age."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        history(backends, "acme", 100)
+        backends.leases.acquire(request(), "h", 0)
+        older, newer = self.park(backends, clock), self.park(backends, clock)
+        a, b = self.ask(backends, older), self.ask(backends, newer)
+        assert a.late is None and "due" not in a.reason and "urgent" not in a.reason
+        assert b.predicted_start - a.predicted_start == pytest.approx(100)
 
 
 class TestPredict:

@@ -96,3 +96,20 @@ class TestAcrossTenants:
         after = [n.job_id for n in backends.waiting.oldest("globex", limit=10)]
         assert before == after == theirs
         assert {n.job_id for n in backends.waiting.oldest("acme", limit=10)} == mine
+
+
+class TestAheadOf:
+    def test_the_keys_before_a_job_are_the_jobs_its_tenants_slots_go_to_first(self, backends,
+                                                                            clock):
+        """More urgent notes of any age, and equally urgent older ones; never another
+        tenant's."""
+        t = 1_800_000_000.0
+        old_bulk, rush = park(backends, clock, t + 1), park(backends, clock, t + 5, priority=0)
+        bulk = park(backends, clock, t + 3)
+        park(backends, clock, t + 4)  # newer bulk: after it
+        park(backends, clock, t + 2, priority=9)  # older but less urgent: after it
+        message = Received(message_id="m", receipt="r", body=bulk.to_body(), group_id="acme",
+                           sent_at=t + 3, receive_count=1)
+        ahead = backends.waiting.ahead_of("acme", order_of(bulk, message))
+        assert ahead == [order_of(rush, message), order_of(old_bulk, message)]
+        assert backends.waiting.ahead_of("globex", "~") == []
