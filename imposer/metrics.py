@@ -54,6 +54,8 @@ CATALOGUE: dict[str, Metric] = {
     "lease_recovered": Metric("Count", ("host", "tenant_id"),
                               "a lease reclaimed from a host that stopped renewing it"),
     "queue_wait": Metric("Seconds", ("tenant_id",), "one job's wait from submission to lease"),
+    "started_late": Metric("Count", ("tenant_id",),
+                           "a job started after its due time (each such start)"),
     "slot_utilisation": Metric("Percent", ("host",), "busy slots of a host, per heartbeat"),
     "backlog": Metric("Count", ("host",), "messages a host parked that wait for a slot"),
     "stranded_seconds": Metric("Seconds", ("host",), "slot-seconds idle while a capped job waited"),

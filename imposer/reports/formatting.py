@@ -81,6 +81,7 @@ def format_stats(data: dict) -> list[str]:
                      f"{format_seconds(t['queue_wait_p95']):>8}")
     if not data["tenants"]:
         lines.append("(no jobs in the window)")
+    lines.extend(_priority_lines(data.get("priorities") or {}))
     queue, rollups = data.get("queue"), data.get("rollups")
     if queue is not None:
         lines.append(f"queue        {queue['not_received']} message(s) not received by a worker "
@@ -92,6 +93,21 @@ def format_stats(data: dict) -> list[str]:
                      f"ago; hosts write every {every}, so jobs finished since are not counted yet")
     lines.append("")
     lines.extend(f"verdict: {v}" for v in c["verdict"])
+    return lines
+
+
+def _priority_lines(priorities: dict) -> list[str]:
+    """Waits per priority (docs/priority.rst), when jobs of more than one priority started or
+    a job started after its due time; else nothing (a fleet without priorities reads as
+    before)."""
+    if len(priorities) < 2 and not any(p["started_late"] for p in priorities.values()):
+        return []
+    lines = ["", f"{'PRIORITY':8} {'STARTED':>7} {'LATE':>5} {'WAIT p50':>8} {'WAIT p95':>8}"
+             "   (0 most urgent; LATE: started after the due time)"]
+    for priority, p in priorities.items():
+        lines.append(f"{priority:8} {p['started']:>7} {p['started_late']:>5} "
+                     f"{format_seconds(p['queue_wait_p50']):>8} "
+                     f"{format_seconds(p['queue_wait_p95']):>8}")
     return lines
 
 

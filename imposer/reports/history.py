@@ -17,8 +17,9 @@ from typing import Iterable, Mapping, Sequence
 import attrs
 
 from imposer.models import JobRecord
+from imposer.models.urgency import DEFAULT_PRIORITY
 from imposer.reports.stats import busy_span, queue_wait, stranded_and_shortage, timeline
-from imposer.state.rollups import WAIT_EDGES, bucket, hour_of, tenant_field
+from imposer.state.rollups import WAIT_EDGES, bucket, hour_of, priority_field, tenant_field
 
 HOUR = 3600
 
@@ -40,33 +41,45 @@ class HostHour:
     stranded: float = 0.0
     stranded_time: float = 0.0
     shortage: float = 0.0
-    #: tenant -> field (started, succeeded, failed, dead, defers, run_seconds, w<i>) -> value.
+    #: tenant -> field (started, succeeded, failed, dead, defers, run_seconds, late, w<i>)
+    #: -> value.
     tenants: Mapping[str, Mapping[str, float]] = attrs.field(factory=dict)
+    #: priority -> field (started, late, w<i>) -> value, for the whole fleet.
+    priorities: Mapping[int, Mapping[str, float]] = attrs.field(factory=dict)
+    #: Jobs that got a slot in this hour after their due time.
+    late: int = 0
 
     @classmethod
     def from_item(cls, item: Mapping) -> "HostHour":
         tenants: dict[str, dict[str, float]] = collections.defaultdict(dict)
+        priorities: dict[int, dict[str, float]] = collections.defaultdict(dict)
         for name, value in item.items():
             if name.startswith("t|"):
                 _, tenant, field = name.split("|", 2)
                 tenants[tenant][field] = value
+            elif name.startswith("p|"):
+                _, priority, field = name.split("|", 2)
+                priorities[int(priority)][field] = value
         return cls(hour=int(item["hour"]), host=item.get("host", ""),
                    slots=int(item.get("slots", 0)), busy=float(item.get("busy", 0)),
                    started=int(item.get("started", 0)),
                    waits=tuple(int(item.get(f"w{i}", 0)) for i in range(len(WAIT_EDGES) + 1)),
                    defers=int(item.get("defers", 0)), stranded=float(item.get("stranded", 0)),
                    stranded_time=float(item.get("stranded_time", 0)),
-                   shortage=float(item.get("shortage", 0)), tenants=dict(tenants))
+                   shortage=float(item.get("shortage", 0)), tenants=dict(tenants),
+                   priorities=dict(priorities), late=int(item.get("late", 0)))
 
 
 def to_deltas(row: HostHour) -> dict[str, float]:
     """Return the row as the counters a host ADDs to its rollup item (the inverse of from_item)."""
     deltas: dict[str, float] = {"busy": row.busy, "started": row.started, "defers": row.defers,
                                 "stranded": row.stranded, "stranded_time": row.stranded_time,
-                                "shortage": row.shortage}
+                                "shortage": row.shortage, "late": row.late}
     deltas.update({f"w{i}": n for i, n in enumerate(row.waits) if n})
     for tenant, fields in row.tenants.items():
         deltas.update({tenant_field(tenant, name): value for name, value in fields.items()})
+    for priority, fields in row.priorities.items():
+        deltas.update({priority_field(priority, name): value for name, value in fields.items()})
     return {k: v for k, v in deltas.items() if v}
 
 
@@ -95,7 +108,8 @@ def from_records(records: Sequence[JobRecord], *, slots_per_host: int, now: floa
     """Compute the host-hours a fleet would have written for these job records."""
     rows: dict[tuple[int, str], dict] = collections.defaultdict(lambda: {
         "busy": 0.0, "started": 0, "waits": [0] * (len(WAIT_EDGES) + 1), "defers": 0,
-        "tenants": collections.defaultdict(collections.Counter)})
+        "late": 0, "tenants": collections.defaultdict(collections.Counter),
+        "priorities": collections.defaultdict(collections.Counter)})
     for r in records:
         where = r.host or host
         span = busy_span(r, now)
@@ -108,6 +122,13 @@ def from_records(records: Sequence[JobRecord], *, slots_per_host: int, now: floa
                 row["waits"][bucket(wait)] += 1
                 row["tenants"][r.tenant_id]["started"] += 1
                 row["tenants"][r.tenant_id][f"w{bucket(wait)}"] += 1
+                priority = DEFAULT_PRIORITY if r.priority is None else r.priority
+                row["priorities"][priority]["started"] += 1
+                row["priorities"][priority][f"w{bucket(wait)}"] += 1
+                if r.due is not None and start > r.due:
+                    row["late"] += 1
+                    row["tenants"][r.tenant_id]["late"] += 1
+                    row["priorities"][priority]["late"] += 1
             while start < end:
                 stop = min(end, hour_of(start) + HOUR)
                 rows[(hour_of(start), where)]["busy"] += stop - start
@@ -120,7 +141,8 @@ def from_records(records: Sequence[JobRecord], *, slots_per_host: int, now: floa
             rows[(hour_of(when), where)]["tenants"][r.tenant_id]["defers"] += r.defers
     out = [HostHour(hour=h, host=name, slots=slots_per_host, busy=v["busy"],
                     started=v["started"], waits=tuple(v["waits"]), defers=v["defers"],
-                    tenants={t: dict(c) for t, c in v["tenants"].items()})
+                    tenants={t: dict(c) for t, c in v["tenants"].items()},
+                    priorities={p: dict(c) for p, c in v["priorities"].items()}, late=v["late"])
            for (h, name), v in sorted(rows.items())]
     return out + _contention(records, slots_per_host, now, caps or {}, default_cap)
 

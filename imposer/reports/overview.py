@@ -32,7 +32,11 @@ def summarise(rows: Sequence[HostHour], open_jobs: Sequence[JobRecord], *, now: 
     def row_of(tenant: str) -> dict:
         return tenants.setdefault(tenant, {
             "cap": caps.get(tenant, default_cap), "running": 0, "waiting": 0, "deferred": 0,
-            "succeeded": 0, "failed": 0, "dead": 0, "started": 0})
+            "succeeded": 0, "failed": 0, "dead": 0, "started": 0, "started_late": 0})
+
+    #: priority -> starts, late starts and the wait histogram (the whole fleet's)
+    urgency: dict[int, dict] = collections.defaultdict(
+        lambda: {"started": 0, "late": 0, "waits": [0] * (len(WAIT_EDGES) + 1)})
 
     for hour in rows:
         for tenant, fields in hour.tenants.items():
@@ -41,8 +45,14 @@ def summarise(rows: Sequence[HostHour], open_jobs: Sequence[JobRecord], *, now: 
             row["started"] += int(fields.get("started", 0))
             for status in _DONE:
                 row[status] += int(fields.get(status, 0))
+            row["started_late"] += int(fields.get("late", 0))
             for i in range(len(WAIT_EDGES) + 1):
                 waits[tenant][i] += int(fields.get(f"w{i}", 0))
+        for priority, fields in hour.priorities.items():
+            for name in ("started", "late"):
+                urgency[priority][name] += int(fields.get(name, 0))
+            for i in range(len(WAIT_EDGES) + 1):
+                urgency[priority]["waits"][i] += int(fields.get(f"w{i}", 0))
     oldest = None
     for job in open_jobs:
         row = row_of(job.tenant_id)
@@ -79,5 +89,11 @@ def summarise(rows: Sequence[HostHour], open_jobs: Sequence[JobRecord], *, now: 
         "busy_slot_seconds": round(busy, 3),
         "verdict": verdict_words(contention),
     }
+    cluster["started_late"] = sum(t["started_late"] for t in tenants.values())
+    priorities = {str(p): {"started": u["started"], "started_late": u["late"],
+                           "queue_wait_p50": histogram_percentile(u["waits"], 50),
+                           "queue_wait_p95": histogram_percentile(u["waits"], 95)}
+                  for p, u in sorted(urgency.items())}
     return {"window": {"start": since, "end": now, "seconds": round(window, 3)},
-            "cluster": cluster, "tenants": dict(sorted(tenants.items()))}
+            "cluster": cluster, "tenants": dict(sorted(tenants.items())),
+            "priorities": priorities}

@@ -24,7 +24,7 @@ WAIT_EDGES = (1, 2, 5, 10, 20, 30, 60, 90, 120, 180, 300, 600, 900, 1800, 3600, 
 #: What the licence rule reads of a rollup item.
 CAPACITY_FIELDS = ("slots", "busy", "started", *(f"w{i}" for i in range(len(WAIT_EDGES) + 1)))
 #: Counters a rollup item may hold per tenant (besides the wait buckets ``w<i>``).
-TENANT_FIELDS = ("started", "succeeded", "failed", "dead", "defers", "run_seconds")
+TENANT_FIELDS = ("started", "succeeded", "failed", "dead", "defers", "run_seconds", "late")
 #: Rollups older than this are deleted by TTL (the licence window needs 28 days).
 RETENTION_DAYS = 400
 #: Attributes per UpdateItem, to keep each expression well under DynamoDB's 4 KB.
@@ -51,6 +51,12 @@ def item_key(hour: int, host: str) -> dict[str, str]:
 
 def tenant_field(tenant: str, field: str) -> str:
     return f"t|{tenant}|{field}"
+
+
+def priority_field(priority: int, field: str) -> str:
+    """A fleet-wide counter of the jobs of one priority (``started``, wait buckets ``w<i>``,
+    ``late``: started after their due time)."""
+    return f"p|{priority}|{field}"
 
 
 class RollupStore:

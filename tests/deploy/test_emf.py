@@ -21,6 +21,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import attrs
 import pytest
 
 from imposer.client import submit
+from imposer.models.urgency import format_due
 from imposer.client.aws import Aws
 from imposer.client.receiver import WebhookReceiver
 from imposer.metrics import CATALOGUE
@@ -145,7 +147,7 @@ def run(aws_endpoint, tmp_path_factory) -> Run:
             submit("capped", pdf, layout(fake_until=cap_gate), bucket=settings.bucket,
                    queue=settings.queue_name, webhook=receiver.url("capped"))
         submit("stranger", pdf, layout(), bucket=settings.bucket, queue=settings.queue_name,
-               webhook=receiver.url("stranger"))
+               webhook=receiver.url("stranger"), due=format_due(time.time() - 60))  # (late)
         Aws().send(settings.queue_name, json.dumps({"version": 1, "job_id": "not-a-job",
                                                     "tenant_id": "stranger"}),
                    group_id="stranger")
@@ -284,7 +286,8 @@ class TestConformance:
 
     def test_the_seeds_signals_and_the_operators_are_in_the_run(self, run):
         """cap_defer per tenant, lease_recovered from the cron sweep, queue wait, webhooks,
-        failures, backlog and the licence verdict all became data points."""
+        failures, backlog, a start after its due time and the licence verdict all became
+        data points."""
         def has(source, name, **dims):
             return any(p.name == name and dims.items() <= dict(p.dimensions).items()
                        for p in run.points(source))
@@ -292,6 +295,8 @@ class TestConformance:
         assert has("worker", "cap_defer", tenant_id="capped")
         assert has("sweep", "lease_recovered", tenant_id="crashed", host="doomed-host")
         assert has("worker", "queue_wait", tenant_id="crashed")
+        assert has("worker", "started_late", tenant_id="stranger")
+        assert not has("worker", "started_late", tenant_id="capped")  # (no due time)
         assert has("worker", "webhooks", outcome="delivered", tenant_id="capped")
         assert has("worker", "webhooks", outcome="failed", tenant_id="stranger")
         assert has("worker", "failures", kind="invalid_message")

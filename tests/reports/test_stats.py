@@ -247,3 +247,35 @@ class TestFairShareStats:
         out: list[str] = []
         data = run_stats(settings, parse_duration("1h"), False, out.append, now=NOW)
         assert "fair_share" not in data and not any("fair share" in line for line in out)
+
+
+class TestWaitsPerPriority:
+    def test_stats_show_waits_per_priority_and_late_starts(self, backends, settings):
+        """Rush jobs (priority 0) that waited 5 s beside bulk that waited 100 s, one bulk job
+        started after its due time: per priority in JSON and as a table, late per tenant."""
+        base = NOW - 1000
+        records = [job("acme", 0, 5, 50, priority=0) for _ in range(3)] + \
+            [job("acme", 0, 100, 150) for _ in range(4)] + \
+            [job("acme", 0, 100, 150, due=base + 60)]
+        for row in from_records(records, slots_per_host=8, now=NOW, caps={"acme": 4}):
+            backends.rollups.add(row.hour, row.host, row.slots, to_deltas(row))
+        out: list[str] = []
+        data = run_stats(settings, parse_duration("1h"), False, out.append, now=NOW)
+        assert data["priorities"] == {
+            "0": {"started": 3, "started_late": 0, "queue_wait_p50": 5, "queue_wait_p95": 5},
+            "5": {"started": 5, "started_late": 1, "queue_wait_p50": 120,
+                  "queue_wait_p95": 120}}  # (the upper edges of the wait buckets)
+        assert data["cluster"]["started_late"] == 1
+        assert data["tenants"]["acme"]["started_late"] == 1
+        header = next(i for i, line in enumerate(out) if line.startswith("PRIORITY"))
+        assert out[header + 1].split() == ["0", "3", "0", "5.0s", "5.0s"]
+        assert out[header + 2].split() == ["5", "5", "1", "2m", "2m"]
+
+    def test_a_fleet_without_priorities_reads_as_before(self, backends, settings):
+        """One priority, nothing late: no priority table."""
+        for row in from_records(waves("acme", 8, 4, 100), slots_per_host=8, now=NOW):
+            backends.rollups.add(row.hour, row.host, row.slots, to_deltas(row))
+        out: list[str] = []
+        data = run_stats(settings, parse_duration("1h"), False, out.append, now=NOW)
+        assert list(data["priorities"]) == ["5"]
+        assert not any(line.startswith("PRIORITY") for line in out)

@@ -12,6 +12,8 @@ import pytest
 from imposer.client import submit
 from imposer.errors import AcquireUncertain
 from imposer.models import JobStatus
+from imposer.models.urgency import format_due
+from imposer.reports.history import HostHour
 from imposer.worker.threads.sweep import sweep
 from tests.fixtures.jobs import record_of
 from tests.fixtures.pdfs import numbered_pdf
@@ -67,6 +69,36 @@ class TestLaunch:
         (started,) = [line for line in lines if line.get("action") == "job_started"]
         assert (started["job_id"], started["slot"], started["borrowed"],
                 started["dispatch_ms"]) == (request.job_id, 0, False, 250.0)
+
+    def test_a_start_after_the_due_time_is_counted_where_operators_read_it(
+            self, settings, wired, tmp_path, logged):
+        """A priority-1 job due 30 s after it was sent and leased a minute after: one
+        started_late EMF point for its tenant, the job_started line says its priority, due
+        time and how late, and the host's rollup counts the start under its priority and as
+        late (what `imposer stats` reads)."""
+        supervisor, backends, clock = wired
+        due = clock.time() + 30
+        request = submit("acme", numbered_pdf(tmp_path / "art.pdf", 2), layout(),
+                         bucket=settings.bucket, queue=settings.queue_name, priority=1,
+                         due=format_due(due))
+        clock.advance(60)
+        (message,) = backends.queue.receive(1, 1, 60)
+        lease = backends.leases.acquire(request, settings.host_id, 0, sent_at=message.sent_at,
+                                        receipt=message.receipt).lease
+        assert launch(supervisor, request, message, [0], lease) is True
+        lines = logged()
+        (point,) = [line for line in lines if line.get("metric") == "started_late"]
+        assert (point["started_late"], point["tenant_id"]) == (1, "acme") and "_aws" in point
+        (started,) = [line for line in lines if line.get("action") == "job_started"]
+        late_by = lease.acquired_at - request.due
+        assert (started["priority"], started["due"]) == (1, request.due)
+        assert started["late_by"] == pytest.approx(late_by, abs=1e-3) and late_by > 29
+        assert "after its due time" in started["message"]
+        supervisor.dispatch.launcher.rollups.flush()
+        (hour,) = [HostHour.from_item(i) for i in
+                   backends.rollups.read(clock.time() - 3600, clock.time() + 3600)]
+        assert (hour.late, hour.tenants["acme"]["late"]) == (1, 1)
+        assert (hour.priorities[1]["started"], hour.priorities[1]["late"]) == (1, 1)
 
     def test_a_lease_a_slow_acquire_nearly_spent_is_renewed_first(self, settings, wired,
                                                                    tmp_path):

@@ -14,6 +14,7 @@ from imposer.errors import AcquireUncertain, BackendError, LeaseLost
 from imposer.logs import extra
 from imposer.metrics import Metrics
 from imposer.models import JobRequest, JobStatus, Lease, Received, TaskSpec
+from imposer.models.urgency import record_fields
 from imposer.settings import Settings
 from imposer.state.leases import LeaseStore
 from imposer.worker.dispatch.contention import ContentionMeter
@@ -88,14 +89,23 @@ class Launcher:
             request=request, timeout=self.overrun.tool_timeout, epoch=lease.epoch,
             upload_to=request.attempt_uri(lease.epoch), workdir=str(self.pool.slot_dir(slot)),
             owner=self.pool.owner(slot)), lease_left=lease.expires_at - self.clock.time())
-        self.rollups.job_started(request.tenant_id, wait, lease.acquired_at)
+        # (a start after the due time: each such start, a retry's included)
+        late_by = None if request.due is None or lease.acquired_at <= request.due \
+            else lease.acquired_at - request.due
+        self.rollups.job_started(request.tenant_id, wait, lease.acquired_at,
+                                 priority=request.priority, late=late_by is not None)
         self.contention.started(request.job_id)
         self.started += 1
         dispatch_ms = 1000 * (self.clock.monotonic() - received_at)
         self.metrics.emit("queue_wait", round(wait, 3), tenant_id=request.tenant_id)
-        logger.info("started job %s on slot %s after %.1fs in queue%s", request.job_id, slot,
+        if late_by is not None:
+            self.metrics.emit("started_late", 1, tenant_id=request.tenant_id)
+        urgency = record_fields(request.priority, request.due)
+        logger.info("started job %s on slot %s after %.1fs in queue%s%s", request.job_id, slot,
                     wait, " (borrowed slot)" if lease.borrowed else "",
+                    "" if late_by is None else f", {late_by:.1f}s after its due time",
                     extra=extra("job_started", request.tenant_id, request.job_id, slot=slot,
                                 queue_wait=wait, borrowed=lease.borrowed,
-                                dispatch_ms=round(dispatch_ms, 2)))
+                                dispatch_ms=round(dispatch_ms, 2), **urgency,
+                                **({} if late_by is None else {"late_by": round(late_by, 3)})))
         return True

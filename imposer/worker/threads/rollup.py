@@ -17,7 +17,8 @@ import threading
 from imposer.clock import Clock
 from imposer.errors import BackendError
 from imposer.logs import extra
-from imposer.state.rollups import RollupStore, bucket, hour_of, tenant_field
+from imposer.models.urgency import DEFAULT_PRIORITY
+from imposer.state.rollups import RollupStore, bucket, hour_of, priority_field, tenant_field
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +40,18 @@ class RollupRecorder:
         with self._lock:
             self._deltas[hour_of(at)].update(fields)
 
-    def job_started(self, tenant: str, wait: float, at: float) -> None:
+    def job_started(self, tenant: str, wait: float, at: float,
+                    priority: int = DEFAULT_PRIORITY, late: bool = False) -> None:
+        """Count a start in its hour: its wait, for the host, its tenant and its priority,
+        and whether it started after its due time."""
         b = bucket(wait)
-        self._add_named(at, {"started": 1, f"w{b}": 1, tenant_field(tenant, "started"): 1,
-                             tenant_field(tenant, f"w{b}"): 1})
+        fields = {"started": 1, f"w{b}": 1, tenant_field(tenant, "started"): 1,
+                  tenant_field(tenant, f"w{b}"): 1, priority_field(priority, "started"): 1,
+                  priority_field(priority, f"w{b}"): 1}
+        if late:
+            fields.update({"late": 1, tenant_field(tenant, "late"): 1,
+                           priority_field(priority, "late"): 1})
+        self._add_named(at, fields)
 
     def job_finished(self, tenant: str, status: str, started_at: float,
                      finished_at: float) -> None:
