@@ -45,7 +45,7 @@ class Explanation:
     latest: float | None = None
     #: How sure the prediction is, in words.
     confidence: str | None = None
-    #: Whether it will start after its due time (None: it has none, or no prediction).
+    #: Whether it will start after its due time, or it has passed (None: it has none).
     late: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -211,7 +211,7 @@ def _waiting(base, record, leases, caps, default_cap, open_jobs, slots_per_host,
     def late(start: float | None) -> bool | None:
         if record.due is None:
             return None
-        return (start if start is not None else now) > record.due or None
+        return (start if start is not None else now) > record.due
 
     def due_note(start: float | None) -> str:
         due = record.due

@@ -173,7 +173,7 @@ class TestUrgency:
         assert f"will miss its due time {format_due(soon.due)}: predicted to start " \
                f"{format_seconds(missed)} after it" in answer.reason
         fine = self.ask(backends, later)
-        assert fine.late is None and f"; due {format_due(later.due)}" in fine.reason
+        assert fine.late is False and f"; due {format_due(later.due)}" in fine.reason
         assert "will miss" not in fine.reason
 
     def test_a_job_without_urgency_reads_as_before(self, backends, clock):

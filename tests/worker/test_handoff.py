@@ -213,6 +213,33 @@ class TestParking:
         clock.advance(settings.park_seconds)
         assert handoff.notes("acme")[1], "older than a park window: read again"
 
+    def test_a_rush_job_parked_after_a_read_is_the_next_hand_off(self, backends, settings,
+                                                                 clock):
+        """A read of bulk notes serves the next hand-offs; a rush job this host parks
+        meanwhile joins that read at its head, without a Query, and a bulk job parked
+        meanwhile (newer than the read) does not jump it. Found by the rush benchmark:
+        before, the rush job waited for the read to run out (up to 32 hand-offs)."""
+        handoff = host(settings, backends, clock)
+        bulk = [attrs.evolve(request(), submitted_at=clock.time() - 10 + i) for i in range(3)]
+        for req in bulk:
+            handoff.park(req, received(backends, req))
+        first, fresh = handoff.notes("acme")
+        assert fresh and [n.job_id for n in first] == [r.job_id for r in bulk]
+        handoff.taken(first[0])
+        session.CALLS.reset()
+        rush = attrs.evolve(request(), submitted_at=clock.time(), priority=0)
+        later = attrs.evolve(request(), submitted_at=clock.time())
+        handoff.park(rush, received(backends, rush))
+        handoff.park(later, received(backends, later))
+        again, fresh = handoff.notes("acme")
+        assert not fresh
+        assert [n.job_id for n in again] == [rush.job_id] + [r.job_id for r in bulk[1:]]
+        assert f"dynamodb.Query@{settings.waiting_table}" not in session.CALLS.snapshot()
+        # (a fresh read agrees: bulk[0] is still in the table, as nothing claimed it)
+        fresh_ids = [n.job_id for n in handoff.notes("acme", fresh=True)[0]]
+        assert fresh_ids[0] == rush.job_id
+        assert set(fresh_ids) == {r.job_id for r in [rush, *bulk, later]}
+
     def test_a_host_reads_its_own_parked_jobs_first(self, backends, settings, clock):
         """Two hosts park one tenant's jobs in turn: each reads its own notes first, oldest
         first, then the other's newest first, so the owner and a host stealing its notes

@@ -98,6 +98,7 @@ class HandOff:
                            extra=extra("park_error", request.tenant_id, request.job_id))
             return True
         self._remember(note)
+        self._into_read(note)
         self.seen_parked(request.tenant_id)
         try:
             self.messages.park(message, visible_at)
@@ -208,6 +209,16 @@ class HandOff:
                 if self.messages.give_back_quietly(note.receipt) is None:
                     count += 1
         return count
+
+    def _into_read(self, note: Parked) -> None:
+        """A note parked here that sorts before one the tenant's last Query read joins that
+        read, in turn: hand-offs take a read's notes for up to a park window, and a rush
+        job parked meanwhile must not wait for the read to run out. (A note of another
+        host is seen at this host's next read; one of the default urgency sorts after
+        every note read before it was parked, so it changes nothing.)"""
+        read = self._read.get(note.tenant_id)
+        if read and read[1] and note.order < max(n.order for n in read[1]):
+            read[1][:] = allocation.in_turn([*read[1], note], self.mine, attrgetter("urgency"))
 
     def _remember(self, note: Parked) -> None:
         self._mine[(note.tenant_id, note.order)] = note
