@@ -1,8 +1,8 @@
 """The `imposer` command: one module per command group.
 
 ``worker`` holds what a host runs (``run``, ``sweep``, ``init``, ``local``),
-``operator`` an operator's levers and live state (``leases``, ``tenants``,
-``webhooks``), ``jobs`` the questions about a job (``jobs``, ``why``,
+``operator`` an operator's levers and live state (``leases``, ``tenants``),
+``webhooks`` the outbox, ``jobs`` the questions about a job (``jobs``, ``why``,
 ``fetch``), ``reports`` those about the fleet (``stats``, ``capacity``),
 ``simulate`` the what-if replay, ``tools`` what sits beside the worker
 (``submit``, ``demo``) and ``engine`` the open engine on its own
@@ -52,10 +52,11 @@ def main() -> None:
 
 
 def _register() -> None:
-    from imposer.cli import doctor, engine, jobs, operator, reports, simulate, tools, worker
+    from imposer.cli import (doctor, engine, jobs, operator, reports, simulate, tools,
+                             webhooks, worker)
 
     for command in (worker.run, worker.sweep, worker.init, worker.local,
-                    operator.leases, operator.tenants, operator.webhooks, jobs.jobs,
+                    operator.leases, operator.tenants, webhooks.webhooks, jobs.jobs,
                     jobs.why, reports.stats, reports.capacity, jobs.fetch, tools.submit,
                     tools.demo, engine.layouts_command, engine.impose_command, doctor.doctor,
                     simulate.simulate):

@@ -1,21 +1,17 @@
-"""The operator's levers and live state: `leases`, `tenants`, `webhooks`.
+"""The operator's levers and live state: `leases`, `tenants` (`webhooks`: cli/webhooks.py).
 
 Every read here is bounded by live work or by tenants: the leases table
-holds live leases and one counter per tenant, and the webhook outbox is read
-through its index of pending and given-up events.
+holds live leases and one counter per tenant.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 
 import click
 
-from imposer.cli.common import TABLE_NAMES, fail, handle_errors, settings_options
-from imposer.models import WebhookStatus
-from imposer.models.exits import Exit
+from imposer.cli.common import TABLE_NAMES, handle_errors, settings_options
 from imposer.settings import Settings
 
 #: A cap above any fleet's slot count means "no cap"; DynamoDB numbers stop at 38 digits.
@@ -86,14 +82,17 @@ def tenants() -> None:
               help="Fair-share weight when IMPOSER_SHARE_HALF_LIFE is set: licence time is "
                    "shared in proportion (default 1; 0 pauses the tenant).")
 @click.option("--clear-weight", is_flag=True, help="Drop the weight: the tenant weighs 1.")
+@click.option("--express/--no-express", default=None,
+              help="The express class: with IMPOSER_BORROW on, the tenant's parked jobs may "
+                   "borrow the reserve slots too (docs/priority.rst, fleet-wide classes).")
 @click.option("--default-cap", "default_cap", type=int, hidden=True,
               help="Refused: it would set no tenant's cap.")
 @settings_options(*TABLE_NAMES)
 @handle_errors
 def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_override,
                 webhook_secret, keep_old, drop_old, webhook_hosts, senders, clear_senders,
-                weight, clear_weight, default_cap) -> None:
-    """Set TENANT's cap, weight or webhook settings; the next acquire sees it, no restart.
+                weight, clear_weight, express, default_cap) -> None:
+    """Set TENANT's cap, weight, class or webhooks; the next acquire sees it, no restart.
 
     The default cap of tenants without an override is each worker's own
     IMPOSER_DEFAULT_CAP; no command changes it in the table.
@@ -135,10 +134,10 @@ def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_ove
                                      "may end in :session)", param_hint="--sender")
     if cap is None and not clear_cap and not webhook_secret and not webhook_hosts \
             and not senders and not clear_senders and weight is None and not clear_weight \
-            and not drop_old:
+            and not drop_old and express is None:
         raise click.UsageError("nothing to set: give --cap, --clear-cap, --weight, "
-                               "--clear-weight, --webhook-secret, --drop-old-secret, "
-                               "--webhook-host, --sender or --clear-senders")
+                               "--clear-weight, --express, --no-express, --webhook-secret, "
+                               "--drop-old-secret, --webhook-host, --sender or --clear-senders")
     generated = webhook_secret == "generate"
     store = connect(settings).tenants
     current = store.get(tenant) or TenantConfig(tenant_id=tenant)
@@ -161,6 +160,8 @@ def tenants_set(settings: Settings, tenant: str, cap, clear_cap, default_cap_ove
         changes["senders"] = tuple(senders)
     if weight is not None or clear_weight:
         changes["weight"] = weight
+    if express is not None:
+        changes["express"] = express
     updated = attrs.evolve(current, **changes)
     store.put(updated)
     click.echo(_describe(updated, settings.default_cap, show_secret=generated))
@@ -205,7 +206,7 @@ def _describe(config, default_cap: int, show_secret: bool = False) -> str:
     weight = "" if config.weight is None else f"; weight {config.weight:g}" + \
         (" (paused under fair share)" if config.weight == 0 else "")
     return (f"{config.tenant_id}: cap {cap}; webhook secret {secret}; webhook hosts {hosts}; "
-            f"senders {senders}{weight}")
+            f"senders {senders}{weight}" + ("; class express" if config.express else ""))
 
 
 @tenants.command("list")
@@ -232,6 +233,7 @@ def tenants_list(settings: Settings, as_json: bool) -> None:
                      "cap": config.cap if config.cap is not None else settings.default_cap,
                      "override": config.cap is not None,
                      "weight": config.weight if config.weight is not None else 1.0,
+                     "express": config.express,
                      "inflight": counter.inflight if counter else 0,
                      "borrowed": counter.borrowed if counter else 0,
                      "webhook_hosts": list(config.webhook_hosts),
@@ -243,54 +245,5 @@ def tenants_list(settings: Settings, as_json: bool) -> None:
     for r in rows:
         tag = "" if r["override"] else " (default)"
         click.echo(f"{r['tenant_id']:20} cap {r['cap']}{tag:10} inflight {r['inflight']}"
-                   + (f" weight {r['weight']:g}" if r["weight"] != 1.0 else ""))
-
-
-@click.group()
-def webhooks() -> None:
-    """The webhook outbox: completion events pending, failed or refused."""
-
-
-@webhooks.command("list")
-@click.option("--tenant", help="Only this tenant's events.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of events.")
-@settings_options(*TABLE_NAMES)
-@handle_errors
-def webhooks_list(settings: Settings, tenant, as_json) -> None:
-    """List events not delivered yet (pending) or given up (failed, refused)."""
-    from imposer.worker.wiring import connect
-
-    events = [e for e in connect(settings).outbox.listed()
-              if tenant is None or e.tenant_id == tenant]
-    events.sort(key=lambda e: e.created_at)
-    if as_json:
-        click.echo(json.dumps([{
-            "event_id": e.event_id, "tenant_id": e.tenant_id, "job_id": e.job_id,
-            "status": e.status, "attempts": e.attempts, "url": e.url,
-            "next_attempt_at": e.due_at if e.status == WebhookStatus.PENDING else None,
-            "last_error": e.last_error} for e in events], indent=2))
-        return
-    if not events:
-        click.echo("no webhook events pending or failed")
-        return
-    click.echo(f"{'EVENT':38} {'TENANT':14} {'JOB':34} {'STATUS':8} {'TRIES':>5}  LAST ERROR")
-    for e in events:
-        click.echo(f"{e.event_id:38} {e.tenant_id:14} {e.job_id:34} {e.status:8} "
-                   f"{e.attempts:>5}  {e.last_error or ''}")
-
-
-@webhooks.command("redeliver")
-@click.argument("event_id")
-@settings_options(*TABLE_NAMES)
-@handle_errors
-def webhooks_redeliver(settings: Settings, event_id: str) -> None:
-    """Send EVENT_ID again now, with a fresh schedule of attempts (any worker sends it)."""
-    from imposer.worker.wiring import connect
-
-    if not re.fullmatch(r"msg_[0-9a-f]{32}", event_id):
-        raise click.BadParameter("an event id looks like msg_ and 32 hex digits (see "
-                                 "`imposer webhooks list`)", param_hint="EVENT_ID")
-    if not connect(settings).outbox.redeliver(event_id):
-        fail(f"no webhook event {event_id} (delivered events expire with their job)",
-             Exit.FAILED)
-    click.echo(f"{event_id}: pending; a worker sends it within its poll interval")
+                   + (f" weight {r['weight']:g}" if r["weight"] != 1.0 else "")
+                   + (" express" if r["express"] else ""))

@@ -27,6 +27,9 @@ class TenantConfig:
     senders: tuple[str, ...] = ()
     #: Fair-share weight (IMPOSER_SHARE_HALF_LIFE on); None means 1, 0 pauses the tenant.
     weight: float | None = None
+    #: The express class (docs/priority.rst): with borrowing on, its parked jobs may
+    #: borrow the reserve slots too.
+    express: bool = False
 
     def to_item(self) -> dict[str, Any]:
         item = {
@@ -35,6 +38,7 @@ class TenantConfig:
             "webhook_secret": self.webhook_secret,
             "webhook_secret_previous": self.webhook_secret_previous,
             "weight": self.weight,
+            "express": True if self.express else None,
         }
         if self.webhook_hosts:
             item["webhook_hosts"] = list(self.webhook_hosts)
@@ -57,4 +61,5 @@ class TenantConfig:
             webhook_hosts=tuple(item.get("webhook_hosts") or ()),
             senders=tuple(item.get("senders") or ()),
             weight=float(item["weight"]) if item.get("weight") is not None else None,
+            express=bool(item.get("express")),
         )

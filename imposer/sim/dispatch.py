@@ -109,7 +109,7 @@ class Dispatch:
         for job in candidates:  # lend_idle_slots: after the batch's own starts
             tenant = self.tenant[job]
             if self.rules.why_not_borrow(p.borrow, len(free), p.reserve, tenant,
-                                    self._blockers()) is None:
+                                         self._blockers(), frozenset(p.express)) is None:
                 yield from self._acquire(host, tenant)
                 if not self.rules.may_take_own_slot(self.inflight[tenant], self.cap[tenant]):
                     self._start(job, host, True)

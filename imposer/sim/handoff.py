@@ -101,6 +101,7 @@ class HandOffs:
         return allocation.Standing(
             free=free, parked=parked, owed=dict(host.owed), borrow=p.borrow,
             reserve=p.reserve, blockers=frozenset(self._blockers()) if p.borrow else frozenset(),
+            express=frozenset(p.express) if p.borrow else frozenset(),
             sharing=self.sharing, **{k: (frozenset(v) if k == "tried" else v)
                                      for k, v in known.items()})
 
@@ -157,7 +158,8 @@ class HandOffs:
     def _turns(self, host: Host, prefer: str | None = None) -> list[str]:
         p = self.policy
         return self.rules.borrow_turns(p.borrow, len(host.free), p.reserve,
-                                       self._borrowers(host, prefer), self._blockers())
+                                       self._borrowers(host, prefer), self._blockers(),
+                                       frozenset(p.express))
 
     def _parked_lately(self, host: Host, tenant: str) -> bool:
         """``HandOff.parked_lately``: this host parked, or read notes of, the tenant within

@@ -37,6 +37,8 @@ class Policy:
     borrow: bool = False
     #: Slots per host never lent to borrowed work.
     reserve: int = 1
+    #: Tenants of the express class: with borrowing on, they may borrow the reserve too.
+    express: tuple[str, ...] = ()
     #: SQS fair-queue delivery by message group (layer 1); False is strict send order.
     fair_queues: bool = True
     #: How long a message at its tenant's cap stays invisible unless handed off.

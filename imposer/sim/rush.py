@@ -92,6 +92,21 @@ def simulated(name: str, policy: Policy, seed: int | None = None) -> tuple[list,
     return rows, rows_of_schedule(simulate(reference(name, jobs, rows), policy), jobs)
 
 
+#: Seeded draws the simulator's rush figure is pooled over: one draw can send a rush job
+#: within one receive of an end, and that end is then a bulk job's (docs/priority.rst).
+DRAWS = range(30)
+
+
+def pooled_rush_ratios(policy: Policy) -> list[float]:
+    """``rush_ratios`` of the rush workload simulated under *policy*, over ``DRAWS``."""
+    spec, median, _ = WORKLOADS["rush"]
+    out = []
+    for seed in DRAWS:
+        jobs = synthetic(spec, median=median, seed=seed)
+        out += rush_ratios(rows_of_schedule(simulate(jobs, policy), jobs))
+    return out
+
+
 def rows_of_schedule(schedule: Schedule, jobs: Sequence[SimJob]) -> list[tuple]:
     """Rows of a simulated run of *jobs* (or of their ``plain`` twins)."""
     return [(j.tenant, j.arrival, schedule.first_start[i], schedule.end[i], j.priority, j.due)

@@ -74,6 +74,8 @@ class Standing:
     started: int = 0  #: starts made for this trigger so far
     borrow: bool = False  #: borrowing (``IMPOSER_BORROW``) is on
     reserve: int = 1  #: slots borrowing leaves free
+    #: Tenants of the express class: their borrowed jobs may take the reserve too.
+    express: frozenset[str] = frozenset()
     #: Tenants below their cap with work waiting: nobody borrows while one does.
     blockers: frozenset[str] = frozenset()
     #: Capped tenants whose parked jobs may borrow -> the slots each borrows now (a
@@ -167,7 +169,7 @@ def _lent_with_release(s: Standing, rules: Rules) -> Step:
     passed = {t for t, r in s.reads.items() if r in (Read.NONE, Read.PAUSED)}
     turns = rules.borrow_turns(s.borrow, s.free, s.reserve,
                                 {t: n for t, n in s.borrowers.items() if t not in passed},
-                                s.blockers)
+                                s.blockers, s.express)
     if not turns:
         return Step(Kind.NOTHING_PARKED) if passed else Step(Kind.LEAVE)
     read = s.reads.get(turns[0])
@@ -209,7 +211,7 @@ def _lend(s: Standing, rules: Rules) -> Step | None:
     """Borrowing: an idle slot beyond the reserve to a capped tenant's parked job."""
     if not s.borrow or not s.free:
         return None
-    turns = rules.borrow_turns(s.borrow, s.free, s.reserve, s.borrowers, s.blockers)
+    turns = rules.borrow_turns(s.borrow, s.free, s.reserve, s.borrowers, s.blockers, s.express)
     return Step(Kind.START, turns[0], borrow=True) if turns else None
 
 

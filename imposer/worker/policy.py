@@ -8,7 +8,7 @@ these; the transactions that enforce them live in ``imposer.state.leases``.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence, TypeVar
+from typing import Collection, Iterable, Mapping, Sequence, TypeVar
 
 import attrs
 
@@ -47,16 +47,18 @@ def may_take_own_slot(inflight: int, cap: int) -> bool:
 
 
 def why_not_borrow(enabled: bool, free_slots: int, reserve: int, tenant: str,
-                   blockers: Iterable[str]) -> str | None:
+                   blockers: Iterable[str], express: Collection[str] = ()) -> str | None:
     """Say why a tenant at its cap may not borrow an idle slot now, or None if it may.
 
-    Borrowed work never leaves fewer than *reserve* slots of a host free, and
-    nobody borrows while another tenant below its cap has work waiting.
+    Borrowed work never leaves fewer than *reserve* slots of a host free (a tenant of
+    the *express* class may take those too), and nobody borrows while another tenant
+    below its cap has work waiting.
     """
     if not enabled:
         return "borrowing is off"
-    if free_slots <= reserve:
-        return f"only {free_slots} slot(s) free; {reserve} kept in reserve"
+    kept = 0 if tenant in express else reserve
+    if free_slots <= kept:
+        return f"only {free_slots} slot(s) free; {kept} kept in reserve"
     others = sorted(set(blockers) - {tenant})
     if others:
         return f"tenants below their cap are waiting: {', '.join(others)}"
@@ -64,7 +66,7 @@ def why_not_borrow(enabled: bool, free_slots: int, reserve: int, tenant: str,
 
 
 def borrow_turns(enabled: bool, free_slots: int, reserve: int, borrowers: Mapping[str, int],
-                 blockers: Iterable[str]) -> list[str]:
+                 blockers: Iterable[str], express: Collection[str] = ()) -> list[str]:
     """Which capped tenants' parked jobs this host's idle slots go to now, one per slot.
 
     *borrowers* are tenants at their cap with parked work, each with the
@@ -73,13 +75,15 @@ def borrow_turns(enabled: bool, free_slots: int, reserve: int, borrowers: Mappin
     a tenant below its cap waits), and goes to the tenant that borrows
     fewest so far (ties by name), so two capped tenants share the idle
     slots rather than the first taking them all. The caller claims one of
-    the tenant's parked notes per turn, in the acquire transaction.
+    the tenant's parked notes per turn, in the acquire transaction. The
+    reserve's turns go to *express* borrowers only.
     """
     held, turns = dict(borrowers), []
-    blockers = frozenset(blockers)
-    for taken in range(max(0, free_slots - reserve)):
-        allowed = [t for t in held
-                   if why_not_borrow(enabled, free_slots - taken, reserve, t, blockers) is None]
+    blockers, express = frozenset(blockers), frozenset(express)
+    least = 0 if express & held.keys() else reserve
+    for taken in range(max(0, free_slots - least)):
+        allowed = [t for t in held if why_not_borrow(enabled, free_slots - taken, reserve, t,
+                                                     blockers, express) is None]
         if not allowed:
             break
         tenant = min(allowed, key=lambda t: (held[t], t))

@@ -87,9 +87,35 @@ class TestOperatorViews:
         assert imposer(env, "tenants", "set", "acme", "--cap", "1").returncode == 0
         rows = json.loads(imposer(env, "tenants", "list", "--json").stdout)
         assert rows == [{"tenant_id": "acme", "cap": 1, "override": True, "weight": 1.0,
-                         "inflight": 0, "borrowed": 0, "webhook_hosts": [], "senders": []}]
+                         "express": False, "inflight": 0, "borrowed": 0, "webhook_hosts": [],
+                         "senders": []}]
         assert backends.leases.acquire(request(), "h", 0).verdict.value == "acquired"
         assert backends.leases.acquire(request(), "h", 1).verdict.value == "at_cap"
+
+    def test_the_express_class_is_set_listed_and_read_by_the_borrow_view(self, settings,
+                                                                          backends):
+        """--express puts a tenant in the class (its row says so, `tenants list` shows it),
+        the worker's borrow view reads it with the tiers, and --no-express takes it out."""
+        from imposer.worker.dispatch.borrowing import BorrowPolicy
+
+        env = env_for(settings)
+        done = imposer(env, "tenants", "set", "acme", "--express")
+        assert done.returncode == 0 and "; class express" in done.stdout
+        assert backends.tenants.get("acme").express is True
+        rows = json.loads(imposer(env, "tenants", "list", "--json").stdout)
+        assert [(r["tenant_id"], r["express"]) for r in rows] == [("acme", True)]
+        assert "express" in imposer(env, "tenants", "list").stdout
+        backends.jobs.note_waiting(request(), 0.0, "at cap")  # (work waiting: a view to read)
+        view = BorrowPolicy(True, 1, backends.leases, backends.jobs, backends.tenants)
+        view.refresh()
+        assert view.express() == {"acme"}
+        assert view.allows("acme", 1) is None and view.turns(1, {"acme": 0}) == ["acme"]
+        assert BorrowPolicy(False, 1, backends.leases, backends.jobs,
+                            backends.tenants).express() == frozenset()
+        assert imposer(env, "tenants", "set", "acme", "--no-express").returncode == 0
+        assert backends.tenants.get("acme").express is False
+        view.refresh()
+        assert view.allows("acme", 1) == "only 1 slot(s) free; 1 kept in reserve"
 
     def test_rotating_a_webhook_secret(self, settings, backends):
         """A new secret set with --keep-old-secret keeps the current one signing beside it

@@ -151,6 +151,25 @@ class TestBorrowing:
         instant = simulate(work, Policy(slots=4, cap=1, borrow=True, reserve=1).perfect())
         assert starts(instant) == [0, 0, 0, 10, 10]
 
+    def test_an_express_tenants_parked_work_borrows_the_reserve_too(self):
+        """The express class (docs/priority.rst): the same 9 jobs run 4 at a time, with
+        parking and with instant delivery; without borrowing the class changes nothing."""
+        work = jobs(*[("a", 0, 10) for _ in range(9)])
+        express = Policy(slots=4, cap=1, borrow=True, reserve=1, express=("a",))
+        for policy in (express, express.perfect()):
+            s = simulate(work, policy)
+            assert concurrency(s) == 4
+            assert starts(s) == [0, 0, 0, 0, 10, 10, 10, 10, 20]
+        off = simulate(work, Policy(slots=4, cap=1, borrow=False, express=("a",)))
+        assert concurrency(off) == 1
+
+    def test_a_plain_tenant_still_leaves_the_reserve_beside_an_express_one(self):
+        """b is not express: with a's work done, b borrows all but the reserve again."""
+        work = jobs(("a", 0, 5), *[("b", 0, 10) for _ in range(6)])
+        s = simulate(work, Policy(slots=4, cap=1, borrow=True, reserve=1,
+                                  express=("a",)).perfect())
+        assert concurrency(s, "b") == 3
+
     def test_parked_work_never_borrows_the_reserve(self):
         """Lending parked work keeps the reserve free: at most 3 of 4 slots run at once."""
         work = jobs(*[("a", 0, 10) for _ in range(9)])

@@ -209,6 +209,24 @@ class TestAnEmptyReceive:
                                 ("start", "acme", "borrow")]
 
 
+class TestExpress:
+    def test_an_express_tenants_borrowed_turn_takes_the_reserve(self):
+        """With only the reserve left, an express borrower's parked job still takes it,
+        with a release or on an empty receive; a plain borrower's does not."""
+        plain = Standing(free=1, borrow=True, reserve=1, borrowers={"acme": 0})
+        express = attrs.evolve(plain, express=frozenset({"acme"}))
+        assert kinds(steps(plain, Releasing("acme", borrowed=True))) == [("leave", None)]
+        assert kinds(steps(express, Releasing("acme", borrowed=True))) == [
+            ("read", "acme"), ("hand over", "acme", "borrow")]
+        assert steps(plain, QueueEmpty()) == []
+        assert kinds(steps(express, QueueEmpty())) == [("start", "acme", "borrow")]
+
+    def test_express_waits_for_a_tenant_below_its_cap(self):
+        standing = Standing(free=1, borrow=True, borrowers={"acme": 0},
+                            express=frozenset({"acme"}), blockers=frozenset({"globex"}))
+        assert steps(standing, QueueEmpty()) == []
+
+
 class TestAfterABatch:
     def test_fair_share_fills_free_slots_with_its_choice(self):
         """Fair share: each free slot to the chosen tenant's parked work."""

@@ -56,6 +56,25 @@ class TestBorrowTurns:
         assert policy.borrow_turns(True, 1, 1, {"a": 0}, ()) == []
         assert policy.borrow_turns(False, 5, 1, {"a": 0}, ()) == []
 
+    def test_an_express_tenant_may_take_the_reserve(self):
+        """Express (a fleet-wide class): its parked work borrows the reserve slot too; the
+        others still leave it free, and turns still go fewest-borrowed first."""
+        assert policy.borrow_turns(True, 5, 1, {"a": 0}, (), express={"a"}) == ["a"] * 5
+        assert policy.borrow_turns(True, 5, 1, {"a": 0, "x": 0}, (), express={"x"}) == [
+            "a", "x", "a", "x", "x"]
+        assert policy.borrow_turns(True, 1, 1, {"a": 0}, (), express={"x"}) == []
+        assert policy.why_not_borrow(True, 1, 1, "x", (), express={"x"}) is None
+        assert policy.why_not_borrow(True, 1, 1, "a", (), express={"x"}) == \
+            "only 1 slot(s) free; 1 kept in reserve"
+
+    def test_express_never_borrows_past_a_waiting_tenant_below_its_cap(self):
+        """The class crosses the reserve, not the rule that a tenant below its cap with
+        work waiting goes first, nor borrowing being off."""
+        assert policy.borrow_turns(True, 5, 1, {"x": 0}, ["c"], express={"x"}) == []
+        assert policy.why_not_borrow(True, 3, 1, "x", ["c"], express={"x"}) == \
+            "tenants below their cap are waiting: c"
+        assert policy.borrow_turns(False, 5, 1, {"x": 0}, (), express={"x"}) == []
+
 
 def share(tenant, **kw):
     kw.setdefault("cap", 4)

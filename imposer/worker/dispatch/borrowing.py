@@ -43,6 +43,9 @@ class WaitingView:
     below_cap: frozenset[str] = frozenset()
     #: Tenants at their cap (not paused) with work waiting -> slots they borrow now.
     at_cap: Mapping[str, int] = attrs.field(factory=dict)
+    #: Tenants of the express class (their borrowed jobs may take the reserve), as of the
+    #: same read of the tenants table.
+    express: frozenset[str] = frozenset()
     #: Counts the reads; a step that acts once per read compares it.
     generation: int = 0
 
@@ -61,10 +64,12 @@ class BorrowPolicy:
     def refresh(self) -> frozenset[str]:
         """Re-read who has work waiting (a background pass); return the blockers."""
         records = self.jobs.open_jobs(("queued", "retrying"))
-        blockers, below, at_cap = set(), set(), {}
+        blockers, below, at_cap, express = set(), set(), {}, frozenset()
         if records:
             counters = self.leases.counters()
-            caps = self.tenants.caps()
+            configs = self.tenants.list()
+            caps = {c.tenant_id: c.cap for c in configs if c.cap is not None}
+            express = frozenset(c.tenant_id for c in configs if c.express)
             for r in records:
                 counter = counters.get(r.tenant_id)
                 cap = caps.get(r.tenant_id, self.tenants.default_cap)
@@ -76,7 +81,8 @@ class BorrowPolicy:
                     at_cap[r.tenant_id] = counter.borrowed if counter else 0
         with self._lock:
             self._view = WaitingView(blockers=frozenset(blockers), below_cap=frozenset(below),
-                                     at_cap=at_cap, generation=self._view.generation + 1)
+                                     at_cap=at_cap, express=express,
+                                     generation=self._view.generation + 1)
         return self._view.blockers
 
     def view(self) -> WaitingView:
@@ -86,12 +92,18 @@ class BorrowPolicy:
     def blockers(self) -> frozenset[str]:
         return self.view().blockers
 
+    def express(self) -> frozenset[str]:
+        """The express tenants (none with borrowing off: the class only widens borrowing)."""
+        return self.view().express if self.enabled else frozenset()
+
     def allows(self, tenant: str, free_slots: int) -> str | None:
         """Return None if *tenant* may borrow now, else the reason it may not."""
+        view = self.view()
         return policy.why_not_borrow(self.enabled, free_slots, self.reserve, tenant,
-                                     self.blockers())
+                                     view.blockers, view.express)
 
     def turns(self, free_slots: int, borrowers: Mapping[str, int]) -> list[str]:
         """The capped tenants whose parked jobs the idle slots go to now (``borrow_turns``)."""
+        view = self.view()
         return policy.borrow_turns(self.enabled, free_slots, self.reserve, borrowers,
-                                   self.blockers())
+                                   view.blockers, view.express)

@@ -195,5 +195,5 @@ class Refiller:
             owed=dict(self._owed), looked=dict(looked), tried=frozenset(tried),
             started=started, borrow=self.borrowing.enabled, reserve=self.borrowing.reserve,
             blockers=self.borrowing.blockers() if self.borrowing.enabled else frozenset(),
-            borrowers=dict(borrowers), below_cap=below_cap,
+            express=self.borrowing.express(), borrowers=dict(borrowers), below_cap=below_cap,
             sharing=self.shares is not None, choice=choice)

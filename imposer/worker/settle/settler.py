@@ -187,7 +187,7 @@ class Settler:
             parked=parked, reads=dict(reads), looked=dict(looked),
             borrow=self.borrowing.enabled, reserve=self.borrowing.reserve,
             blockers=self.borrowing.blockers() if job.lease.borrowed and self.borrowing.enabled
-            else frozenset(),
+            else frozenset(), express=self.borrowing.express(),
             borrowers=dict(borrowers), sharing=self.shares is not None, yields_to=yields_to)
 
     def _next_parked(self, tenant: str, job: Running) -> tuple[int, Parked | None,
