@@ -242,7 +242,8 @@ def capacity_outlook(settings: Settings, backends, rows: Sequence, verdict, now:
         return []
     slots = max(window.hosts.values(), default=settings.slots)
     hosts = max(1, len(window.hosts))
-    base = policy_of(settings, caps=window.caps, hosts=hosts, slots=slots)
+    base = policy_of(settings, caps=window.caps, hosts=hosts, slots=slots,
+                     express=window.express)
     runner = Runner(window.jobs, thresholds=verdict.thresholds, now=now)
     started = time.perf_counter()
     out = []

@@ -129,6 +129,10 @@ def _cap_of(ctx, param, values):
               help="Default per-tenant caps [default: IMPOSER_DEFAULT_CAP].")
 @click.option("--cap-of", multiple=True, callback=_cap_of, metavar="TENANT=N",
               help="A tenant's cap (repeatable); wins over the tenants table.")
+@click.option("--express", "express_of", multiple=True, metavar="TENANT",
+              help="A tenant of the express class (repeatable): with borrowing on, its "
+                   "parked jobs may borrow the reserve slots too [default: the tenants "
+                   "table's express tenants].")
 @click.option("--borrow", "borrow_values", callback=_switches, metavar="on|off|on,off",
               help="Borrowing idle slots [default: IMPOSER_BORROW].")
 @click.option("--reserve", callback=_ints, metavar="N[,N...]",
@@ -158,7 +162,7 @@ def _cap_of(ctx, param, values):
                   "max_attempts", "poll_seconds", "cap_cache_seconds")
 @handle_errors
 def simulate(settings: Settings, since, days, export, synthetic, median, sigma, seed, hosts,
-             slot_counts, cap_values, cap_of, borrow_values, reserve, half_lives, weightings,
+             slot_counts, cap_values, cap_of, express_of, borrow_values, reserve, half_lives, weightings,
              call_ms, receive_ms, perfect, no_search, chart_path, as_json) -> None:
     """Replay a workload through imposer's own policy, one row per variant.
 
@@ -177,6 +181,7 @@ def simulate(settings: Settings, since, days, export, synthetic, median, sigma, 
     now, source = None, None
     fleet: dict[str, int] = {}
     caps: dict[str, int] = {}
+    express: tuple[str, ...] = ()
     if synthetic:
         from imposer.sim.workload import synthetic as generate
 
@@ -190,7 +195,7 @@ def simulate(settings: Settings, since, days, export, synthetic, median, sigma, 
         source = f"export {export}"
     else:
         window = since if days is None else days * 86400.0
-        jobs, fleet, caps, weights, now, source = _from_tables(settings, window)
+        jobs, fleet, caps, weights, express, now, source = _from_tables(settings, window)
         if not weightings:  # the weights the worker decides with
             weightings = (tuple(sorted(weights.items())),)
     if not jobs:
@@ -198,7 +203,7 @@ def simulate(settings: Settings, since, days, export, synthetic, median, sigma, 
                    else f"no jobs to simulate ({source})")
         return
     base = policy_of(settings, caps={**caps, **cap_of}, call_ms=call_ms,
-                     receive_ms=receive_ms)
+                     receive_ms=receive_ms, express=tuple(express_of) or express)
     if perfect:
         base = base.perfect()
     grid = Grid(base=base, hosts=hosts or (max(1, len(fleet)),),
@@ -231,7 +236,8 @@ def simulate(settings: Settings, since, days, export, synthetic, median, sigma, 
 
 
 def policy_of(settings: Settings, *, caps: dict, call_ms: float = AWS_MS,
-              receive_ms: float = AWS_MS, hosts: int = 1, slots: int | None = None):
+              receive_ms: float = AWS_MS, hosts: int = 1, slots: int | None = None,
+              express: tuple[str, ...] = ()):
     """The settings `imposer run` would have, as the simulator's base policy.
 
     The long poll is the worker's for every workload: the parent collects a
@@ -243,7 +249,7 @@ def policy_of(settings: Settings, *, caps: dict, call_ms: float = AWS_MS,
 
     return Policy(hosts=hosts, slots=slots or settings.slots, cap=settings.default_cap,
                   caps=caps, borrow=settings.borrow, reserve=settings.reserve_slots,
-                  park_seconds=settings.park_seconds, defer_seconds=settings.defer_seconds,
+                  express=tuple(sorted(set(express))), park_seconds=settings.park_seconds, defer_seconds=settings.defer_seconds,
                   retry_seconds=settings.retry_seconds, max_attempts=settings.max_attempts,
                   call_seconds=call_ms / 1000, receive_seconds=receive_ms / 1000,
                   poll_seconds=settings.poll_seconds,
@@ -264,4 +270,5 @@ def _from_tables(settings: Settings, seconds: float):
     window = read_window(backends.jobs, backends.tenants, rows, since=since, until=now)
     calls = sum(session.CALLS.snapshot().values()) - before
     source = f"jobs table, last {format_seconds(seconds)} ({calls} AWS calls to read)"
-    return list(window.jobs), window.hosts, window.caps, window.weights, now, source
+    return (list(window.jobs), window.hosts, window.caps, window.weights, window.express, now,
+            source)

@@ -24,7 +24,8 @@ def format_rows(rows, source: str, base) -> list[str]:
              f"{1000 * base.call_seconds:g} ms, receive {1000 * base.receive_seconds:g} ms, "
              f"long poll {s(base.poll_seconds)}"
              + ("; tier caps " + ", ".join(f"{t}={c}" for t, c in base.caps) if base.caps
-                else ""),
+                else "")
+             + ("; express " + ", ".join(base.express) if base.express else ""),
              "",
              f"{'#':>2} {'HOSTS':>5} {'SLOTS':>5} {'CAP':>3} {'BORROW':>6} "
              + (f"{'SHARE':>16} " if shares else "") +

@@ -71,6 +71,7 @@ class Figures:
         return {
             "hosts": p.hosts, "slots": p.slots, "cap": p.cap, "caps": dict(p.caps),
             "borrow": p.borrow, "reserve": p.reserve if p.borrow else None,
+            "express": list(p.express),
             "share_half_life": p.half_life or None,
             "weights": dict(p.weights) if p.sharing else None,
             "jobs": self.jobs, "paused": self.paused,

@@ -36,6 +36,8 @@ class TableWorkload:
     caps: dict[str, int]
     #: Fair-share weights set in the tenants table, tenant -> weight (others weigh 1).
     weights: dict[str, float] = attrs.field(factory=dict)
+    #: Tenants of the express class in the tenants table.
+    express: tuple[str, ...] = ()
 
 
 def read_rows(rollups: RollupStore, since: float, until: float) -> list[HostHour]:
@@ -60,4 +62,5 @@ def read_window(jobs: JobStore, tenants: TenantStore, rows: list[HostHour], *, s
                 break
     return TableWorkload(jobs=tuple(from_records(records, now=until)),
                          hosts=hosts_seen(r for r in rows if since - 3600 < r.hour < until),
-                         caps=caps, weights=weights)
+                         caps=caps, weights=weights,
+                         express=tuple(sorted(c.tenant_id for c in configs if c.express)))

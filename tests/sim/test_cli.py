@@ -65,6 +65,19 @@ class TestSynthetic:
                       "--median", "5", "--slots", "4", "--cap", "2", "--no-search")
         assert "priority 0            3" in text and "started late          5" in text
 
+    def test_an_express_tenant_borrows_the_reserve_too(self):
+        """--express with borrowing on: the lone backlog may borrow the two reserve slots
+        too, and waits about half as long; the table and JSON say who is express."""
+        args = ("simulate", "--synthetic", "noisy=60@0", "--median", "5", "--slots", "4",
+                "--cap", "1", "--borrow", "on", "--reserve", "2", "--no-search")
+        (plain,) = json.loads(invoke(*args, "--json"))["variants"]
+        (express,) = json.loads(invoke(*args, "--express", "noisy", "--json"))["variants"]
+        assert (plain["express"], express["express"]) == ([], ["noisy"])
+        assert express["waits"]["noisy"]["p50"] < 0.7 * plain["waits"]["noisy"]["p50"]
+        assert express["utilisation"] > plain["utilisation"]
+        assert "; express noisy" in invoke(*args, "--express", "noisy").splitlines()[2]
+        assert "express" not in invoke(*args).splitlines()[2]
+
     def test_one_row_per_variant(self):
         """Slots x borrow x reserve, the reserve only where borrowing is on."""
         out = json.loads(invoke("simulate", "--synthetic", MIXED, "--median", "2",
@@ -181,6 +194,27 @@ class TestFromTables:
                                  "--weights", "equal", "--json", "--no-search",
                                  env=env_for(settings)))["variants"]
         assert [r["weights"] for r in rows] == [{}]
+
+    def test_the_tenants_tables_express_class_is_replayed(self, settings):
+        """From the tables without --express, the tenants the worker treats as express
+        (``tenants set --express``) are the variant's; --express names others instead."""
+        from imposer.worker.wiring import connect
+
+        live = connect(settings)
+        live.tenants.put(TenantConfig(tenant_id="acme", express=True))
+        live.tenants.put(TenantConfig(tenant_id="globex", cap=2))
+        lease = live.leases.acquire(request(), "h", 0).lease
+        live.leases.release(lease, JobStatus.SUCCEEDED, finished_at=lease.acquired_at + 5,
+                            run_seconds=5.0)
+        records, _ = live.jobs.for_tenant("acme", limit=10)
+        for row in from_records(records, slots_per_host=settings.slots, now=time.time()):
+            live.rollups.add(row.hour, row.host, row.slots, to_deltas(row))
+        rows = json.loads(invoke("simulate", "--since", "1h", "--json", "--no-search",
+                                 env=env_for(settings)))["variants"]
+        assert [r["express"] for r in rows] == [["acme"]]
+        rows = json.loads(invoke("simulate", "--since", "1h", "--express", "globex", "--json",
+                                 "--no-search", env=env_for(settings)))["variants"]
+        assert [r["express"] for r in rows] == [["globex"]]
 
 
 class TestCapacityPointsToIt:
