@@ -214,6 +214,36 @@ class TestCommand:
             answer = json.loads(got.stdout)
             assert (answer["code"], answer["tenant_id"]) == ("running", "globex")
 
+    def test_the_command_says_what_goes_before_and_what_will_be_late(self, settings):
+        """What a person reads: `imposer why` on a bulk job behind two rush jobs of its
+        tenant, and on a job that will miss its due time (text and --json, exit 0)."""
+        from imposer.clock import ManualClock
+        from imposer.worker.wiring import connect
+
+        clock = ManualClock(time.time())  # the command reads the wall clock
+        backends = connect(settings, clock=clock)
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        history(backends, "acme", 100)
+        backends.leases.acquire(request(), "h", 0)
+        bulk = TestUrgency.park(backends, clock)
+        for _ in range(2):
+            TestUrgency.park(backends, clock, priority=0)
+        soon = TestUrgency.park(backends, clock, priority=0, due=clock.time() + 40)
+
+        def why(req, *args):
+            got = subprocess.run([sys.executable, "-m", "imposer", "why", req.job_id, *args],
+                                 env=env_for(settings), capture_output=True, text=True)
+            assert got.returncode == 0, got.stderr
+            return got.stdout
+
+        assert "behind 3 more urgent job(s) of acme" in why(bulk)
+        text = why(soon)
+        assert f"will miss its due time {format_due(soon.due)}: predicted to start " in text
+        assert "more urgent" not in text  # (due first among the rush jobs)
+        answer = json.loads(why(soon, "--json"))
+        assert (answer["code"], answer["late"]) == ("at_cap", True)
+        assert json.loads(why(bulk, "--json"))["late"] is None
+
     def test_why_refuses_a_bad_id(self, settings):
         """An id that cannot exist is a usage error, before any AWS call."""
         got = subprocess.run([sys.executable, "-m", "imposer", "why", "bad id!"],
