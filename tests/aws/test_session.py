@@ -45,3 +45,28 @@ class TestCallerIdentity:
         reply, sent, received = session.caller_identity(settings.region)
         assert reply["Arn"].startswith("arn:aws:")
         assert before <= sent <= received <= time.time()
+
+
+class TestClients:
+    def test_each_client_reads_the_environment_as_it_is_now(self, settings, monkeypatch):
+        """Clients share the process's model loader, not a session: keys and region set
+        after one client was made are the next client's (``aws_as`` and the IAM tests
+        rely on it), and each works against the stack."""
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "first")
+        first = session.client("sqs", "us-east-1")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "second")
+        second = session.client("sqs", "eu-west-1")
+        assert first._get_credentials().access_key == "first"
+        assert second._get_credentials().access_key == "second"
+        assert (first.meta.region_name, second.meta.region_name) == ("us-east-1", "eu-west-1")
+        assert second.list_queues()["ResponseMetadata"]["HTTPStatusCode"] == 200
+
+    def test_the_shared_loader_does_not_grow_with_the_clients_made(self, settings):
+        """boto3 adds its data path at every session; the shared loader keeps one of each,
+        so a worker making clients for months holds what it held after the first."""
+        session.client("s3", settings.region)
+        paths = list(session._LOADER.search_paths)
+        for _ in range(20):
+            session.client("dynamodb", settings.region)
+        assert session._LOADER.search_paths == paths
+        assert len(set(paths)) == len(paths)

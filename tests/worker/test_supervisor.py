@@ -28,6 +28,7 @@ periodic.Periodic.run = run
 
 
 class TestHealth:
+    @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
     def test_a_side_thread_that_died_stops_the_worker_with_exit_5(self, settings, tmp_path,
                                                                   logged):
         """A side thread that is gone (its body raised past Periodic's guard) stops the
