@@ -93,6 +93,12 @@ def _weightings(ctx, param, values):
     return tuple(dict.fromkeys(out))
 
 
+def _names(ctx, param, values):
+    if any(not v.strip() for v in values):
+        raise click.BadParameter("give a tenant id")
+    return tuple(v.strip() for v in values)
+
+
 def _cap_of(ctx, param, values):
     caps = {}
     for value in values:
@@ -129,7 +135,7 @@ def _cap_of(ctx, param, values):
               help="Default per-tenant caps [default: IMPOSER_DEFAULT_CAP].")
 @click.option("--cap-of", multiple=True, callback=_cap_of, metavar="TENANT=N",
               help="A tenant's cap (repeatable); wins over the tenants table.")
-@click.option("--express", "express_of", multiple=True, metavar="TENANT",
+@click.option("--express", "express_of", multiple=True, metavar="TENANT", callback=_names,
               help="A tenant of the express class (repeatable): with borrowing on, its "
                    "parked jobs may borrow the reserve slots too [default: the tenants "
                    "table's express tenants].")
@@ -162,8 +168,8 @@ def _cap_of(ctx, param, values):
                   "max_attempts", "poll_seconds", "cap_cache_seconds")
 @handle_errors
 def simulate(settings: Settings, since, days, export, synthetic, median, sigma, seed, hosts,
-             slot_counts, cap_values, cap_of, express_of, borrow_values, reserve, half_lives, weightings,
-             call_ms, receive_ms, perfect, no_search, chart_path, as_json) -> None:
+             slot_counts, cap_values, cap_of, express_of, borrow_values, reserve, half_lives,
+             weightings, call_ms, receive_ms, perfect, no_search, chart_path, as_json) -> None:
     """Replay a workload through imposer's own policy, one row per variant.
 
     Virtual time, the worker's own rules (cap, park and hand-off, fair-queue
@@ -249,7 +255,8 @@ def policy_of(settings: Settings, *, caps: dict, call_ms: float = AWS_MS,
 
     return Policy(hosts=hosts, slots=slots or settings.slots, cap=settings.default_cap,
                   caps=caps, borrow=settings.borrow, reserve=settings.reserve_slots,
-                  express=tuple(sorted(set(express))), park_seconds=settings.park_seconds, defer_seconds=settings.defer_seconds,
+                  express=tuple(sorted(set(express))), park_seconds=settings.park_seconds,
+                  defer_seconds=settings.defer_seconds,
                   retry_seconds=settings.retry_seconds, max_attempts=settings.max_attempts,
                   call_seconds=call_ms / 1000, receive_seconds=receive_ms / 1000,
                   poll_seconds=settings.poll_seconds,

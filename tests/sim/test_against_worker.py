@@ -118,8 +118,9 @@ class TestAgainstARealRun:
     def test_bursts_start_in_one_transaction_each_and_the_rest_is_handed_off(
             self, settings, backends, tmp_path):
         """Two tenants of cap 2 on 4 slots, 4 jobs each: the first receive starts each
-        tenant's burst of 2 (one transaction each, ``test_bursts``), the rest is parked and each freed slot
-        handed to its tenant's next job, in the real run and in the replay alike.
+        tenant's burst of 2 (one transaction each, ``test_bursts``), the rest is parked and
+        each freed slot handed to its tenant's next job, in the real run and in the replay
+        alike.
 
         What is compared is what was decided: which jobs started first, each
         tenant's order, and whose slot each hand-off was. How the two tenants'

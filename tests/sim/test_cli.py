@@ -111,7 +111,8 @@ class TestSynthetic:
         assert f"chart written to {target}" in out
 
     @pytest.mark.parametrize("args", [("--slots", "0"), ("--borrow", "maybe"),
-                                      ("--cap-of", "noisy"), ("--synthetic", "noisy")])
+                                      ("--cap-of", "noisy"), ("--synthetic", "noisy"),
+                                      ("--express", " ")])
     def test_bad_options_say_so(self, args):
         """A bad list, switch, tier cap or workload is refused with a clear exit code."""
         result = CliRunner().invoke(main, ["simulate", "--synthetic", MIXED, *args])
