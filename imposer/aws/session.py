@@ -112,9 +112,11 @@ _LOADER = _SharedLoader()
 
 def _session() -> boto3.session.Session:
     """A new session, so credentials and region come from the environment as it is now,
-    with the process's one model loader."""
+    with the process's one model loader (botocore's own where ``AWS_DATA_PATH`` or the
+    config file's ``data_path`` adds models)."""
     core = botocore.session.Session()
-    core.register_component("data_loader", _LOADER)
+    if core.get_config_variable("data_path") is None:
+        core.register_component("data_loader", _LOADER)
     return boto3.session.Session(botocore_session=core)
 
 

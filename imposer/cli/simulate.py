@@ -137,8 +137,10 @@ def _cap_of(ctx, param, values):
               help="A tenant's cap (repeatable); wins over the tenants table.")
 @click.option("--express", "express_of", multiple=True, metavar="TENANT", callback=_names,
               help="A tenant of the express class (repeatable): with borrowing on, its "
-                   "parked jobs may borrow the reserve slots too [default: the tenants "
-                   "table's express tenants].")
+                   "parked jobs may borrow the reserve slots too [default: from the tables, "
+                   "the tenants table's express tenants; else none].")
+@click.option("--no-express", is_flag=True,
+              help="Replay without the tenants table's express class.")
 @click.option("--borrow", "borrow_values", callback=_switches, metavar="on|off|on,off",
               help="Borrowing idle slots [default: IMPOSER_BORROW].")
 @click.option("--reserve", callback=_ints, metavar="N[,N...]",
@@ -168,8 +170,8 @@ def _cap_of(ctx, param, values):
                   "max_attempts", "poll_seconds", "cap_cache_seconds")
 @handle_errors
 def simulate(settings: Settings, since, days, export, synthetic, median, sigma, seed, hosts,
-             slot_counts, cap_values, cap_of, express_of, borrow_values, reserve, half_lives,
-             weightings, call_ms, receive_ms, perfect, no_search, chart_path, as_json) -> None:
+             slot_counts, cap_values, cap_of, express_of, no_express, borrow_values, reserve,
+             half_lives, weightings, call_ms, receive_ms, perfect, no_search, chart_path, as_json) -> None:
     """Replay a workload through imposer's own policy, one row per variant.
 
     Virtual time, the worker's own rules (cap, park and hand-off, fair-queue
@@ -184,6 +186,8 @@ def simulate(settings: Settings, since, days, export, synthetic, median, sigma, 
 
     if export and synthetic:
         raise click.UsageError("give --from-export or --synthetic, not both")
+    if express_of and no_express:
+        raise click.UsageError("give --express or --no-express, not both")
     now, source = None, None
     fleet: dict[str, int] = {}
     caps: dict[str, int] = {}
@@ -209,7 +213,8 @@ def simulate(settings: Settings, since, days, export, synthetic, median, sigma, 
                    else f"no jobs to simulate ({source})")
         return
     base = policy_of(settings, caps={**caps, **cap_of}, call_ms=call_ms,
-                     receive_ms=receive_ms, express=tuple(express_of) or express)
+                     receive_ms=receive_ms,
+                     express=() if no_express else tuple(express_of) or express)
     if perfect:
         base = base.perfect()
     grid = Grid(base=base, hosts=hosts or (max(1, len(fleet)),),

@@ -70,3 +70,11 @@ class TestClients:
             session.client("dynamodb", settings.region)
         assert session._LOADER.search_paths == paths
         assert len(set(paths)) == len(paths)
+
+    def test_models_an_operator_adds_are_read(self, monkeypatch, tmp_path):
+        """AWS_DATA_PATH (extra service models) gets botocore's own loader, which reads it;
+        without it, every session shares the one loader."""
+        assert session._session()._loader is session._LOADER
+        monkeypatch.setenv("AWS_DATA_PATH", str(tmp_path))
+        own = session._session()._loader
+        assert own is not session._LOADER and str(tmp_path) in own.search_paths

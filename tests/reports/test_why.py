@@ -232,7 +232,8 @@ class TestCommand:
 
         def why(req, *args):
             got = subprocess.run([sys.executable, "-m", "imposer", "why", req.job_id, *args],
-                                 env=env_for(settings), capture_output=True, text=True)
+                                 env=env_for(settings), capture_output=True, text=True,
+                                 timeout=120)
             assert got.returncode == 0, got.stderr
             return got.stdout
 

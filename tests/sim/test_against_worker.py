@@ -117,22 +117,23 @@ class TestAgainstARealRun:
 
     def test_bursts_start_in_one_transaction_each_and_the_rest_is_handed_off(
             self, settings, backends, tmp_path):
-        """Two tenants of cap 2 on 4 slots, 4 jobs each: the first receive starts each
-        tenant's burst of 2 (one transaction each, ``test_bursts``), the rest is parked and
-        each freed slot handed to its tenant's next job, in the real run and in the replay
-        alike.
+        """Two tenants of cap 2 on 4 slots, 4 jobs each: each tenant's burst of 2 starts
+        in one transaction (``test_bursts``), the rest is parked and each freed slot
+        handed to its tenant's next job, in the real run and in the replay alike.
 
         What is compared is what was decided: which jobs started first, each
         tenant's order, and whose slot each hand-off was. How the two tenants'
-        hand-offs interleave follows how long the jobs took with the worker's own
-        costs between them (a loaded machine once put globex's first hand-off
-        before acme's second with 0.5 s against 2 s jobs), so it is compared with
-        the replay only as far as the run times leave it no choice: acme's short
-        jobs (0.5 s) end twice over before globex's (4 s) end once.
+        hand-offs interleave in the real run follows the worker's own costs between
+        jobs, which the replay does not see (a loaded machine once put globex's
+        first hand-off before acme's second with 0.5 s against 2 s jobs), so it is
+        not compared; the replay's is, and its run times leave it no choice: acme's
+        jobs (1.5 s) end twice over before globex's (6 s) end once. acme's are long
+        enough that its burst is still running when globex's, parked from a second
+        receive, has started.
         """
         slow = settings.evolve(park_seconds=60.0, default_cap=2)
-        records, worker = run(slow, tmp_path, backends, 4, [("acme", 4, 0.5),
-                                                           ("globex", 4, 4)],
+        records, worker = run(slow, tmp_path, backends, 4, [("acme", 4, 1.5),
+                                                           ("globex", 4, 6)],
                               {"IMPOSER_DEFAULT_CAP": "2"})
         sim = replay(records, slow, 4, {})
         assert sorted(order(records)[:4]) == sorted(sim_order(sim)[:4])

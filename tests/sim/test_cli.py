@@ -112,7 +112,8 @@ class TestSynthetic:
 
     @pytest.mark.parametrize("args", [("--slots", "0"), ("--borrow", "maybe"),
                                       ("--cap-of", "noisy"), ("--synthetic", "noisy"),
-                                      ("--express", " ")])
+                                      ("--express", " "),
+                                      ("--express", "a", "--no-express")])
     def test_bad_options_say_so(self, args):
         """A bad list, switch, tier cap or workload is refused with a clear exit code."""
         result = CliRunner().invoke(main, ["simulate", "--synthetic", MIXED, *args])
@@ -216,6 +217,9 @@ class TestFromTables:
         rows = json.loads(invoke("simulate", "--since", "1h", "--express", "globex", "--json",
                                  "--no-search", env=env_for(settings)))["variants"]
         assert [r["express"] for r in rows] == [["globex"]]
+        rows = json.loads(invoke("simulate", "--since", "1h", "--no-express", "--json",
+                                 "--no-search", env=env_for(settings)))["variants"]
+        assert [r["express"] for r in rows] == [[]]
 
 
 class TestCapacityPointsToIt:
