@@ -171,7 +171,8 @@ def _cap_of(ctx, param, values):
 @handle_errors
 def simulate(settings: Settings, since, days, export, synthetic, median, sigma, seed, hosts,
              slot_counts, cap_values, cap_of, express_of, no_express, borrow_values, reserve,
-             half_lives, weightings, call_ms, receive_ms, perfect, no_search, chart_path, as_json) -> None:
+             half_lives, weightings, call_ms, receive_ms, perfect, no_search, chart_path,
+             as_json) -> None:
     """Replay a workload through imposer's own policy, one row per variant.
 
     Virtual time, the worker's own rules (cap, park and hand-off, fair-queue
