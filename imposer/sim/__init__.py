@@ -12,8 +12,9 @@ rules the worker applies, on any number of hosts and slots, in a second.
     parent     a pass of one host's parent loop; starting and settling children
     dispatch   a receive's batch: start, park at the cap, defer a paused
                tenant's, lend a slot (borrowing with its reserve)
-    handoff    a freed slot: the worker's own decision (``worker.allocation``), its
-               steps carried out on the fleet
+    handoff    a freed slot: the worker's own decision and executor
+               (``worker.allocation``, ``worker.executor``), each step carried out
+               on the fleet
     delivery   fair-queue delivery by message group, and each host's receive
                with its long poll
     shares     fair share of licence time (a usage half-life set): usage charged

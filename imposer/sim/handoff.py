@@ -5,9 +5,10 @@ settler and refill ask: before a release (``Releasing``: hand the slot over with
 after a read of the tenant's notes and, for the host's last slot, a look at the
 queue), after a plain release (``Released``: start, owe, or lend a borrowed slot
 again), on an empty receive (``QueueEmpty``: pay what is owed, lend idle slots) and
-after a batch (``BatchDone``: fair share's fill). This module builds the decision's
-``Standing`` from the fleet's state and carries out each step it returns, charging
-each AWS call the worker's step makes. The worker's periodic restart of parked jobs (``ViewRead``)
+after a batch (``BatchDone``: fair share's fill), asked step by step by the worker's
+own executor (``imposer.worker.executor``). This module builds the decision's
+``Standing`` from the fleet's state and carries out each step the executor yields,
+charging each AWS call the worker's step makes. The worker's periodic restart of parked jobs (``ViewRead``)
 is not replayed: it starts only what a failed AWS call left, and here none fails.
 """
 
@@ -16,83 +17,56 @@ from __future__ import annotations
 import heapq
 
 from imposer.sim.state import CALLS, NOTES_READ, PARKED, RX_NONE, Host
-from imposer.worker import allocation
+from imposer.worker import allocation, executor
 from imposer.worker.allocation import Kind, Read, Step
 
 
 class HandOffs:
-    """``Settler.promise_slot`` and ``Refiller.allocate`` on the fleet.
+    """``Settler.promise_slot`` and ``Refiller.allocate`` on the fleet: their plans
+    (``executor.releasing``, ``executor.allocate``), the steps carried out here.
 
     Mixed into ``engine._Fleet``: its methods read and move the fleet's state
     (the queue, the counters, the hosts) as the event loop reaches each step.
     """
 
     def _promise(self, host: Host, job: int, free: int, borrowed: bool):
-        """Before *job*'s release, with *free* slots of the host free: the decision's last
+        """Before *job*'s release, with *free* slots of the host free: the plan's last
         step (``HAND_OVER``, ``LEAVE`` or ``NOTHING_PARKED``), its reads and look done."""
         tenant = self.tenant[job]
-        trigger = allocation.Releasing(tenant, borrowed)
         borrowers = self._borrowers(host, tenant) if borrowed and self.policy.borrow else {}
-        reads: dict[str, Read] = {}
-        looked: dict[str, bool] = {}
-        while True:
+
+        def standing(progress: executor.Progress) -> allocation.Standing:
             yields = None
-            if self.sharing and not borrowed and tenant in reads and \
+            if self.sharing and not borrowed and tenant in progress.reads and \
                     not self._share_allows(tenant, host.clock, ending=True):
                 yields = tenant  # (whom to: ``Released`` asks the share rule after it)
-            step = allocation.decide(self._standing(
-                host, free, reads=reads, looked=looked, borrowers=borrowers,
-                yields_to=yields), trigger, self.rules)
-            if step.kind is Kind.READ:
-                reads[step.tenant] = yield from self._read(host, step.tenant)
-            elif step.kind is Kind.LOOK:  # (none while the host's receive is out)
-                looked[step.tenant] = host.rx == RX_NONE and \
-                    (yield from self._look(host, step.tenant, free))
-            else:
-                return step
+            return self._standing(host, free, reads=dict(progress.reads),
+                                  looked=dict(progress.looked),
+                                  borrowers=dict(progress.borrowers), yields_to=yields)
+
+        plan = executor.releasing(allocation.Releasing(tenant, borrowed), standing, borrowers,
+                                  self.rules)
+        return (yield from self._carry_out(host, plan, free))
 
     def _allocate(self, host: Host, trigger, prefer: str | None = None):
-        """``Refiller.allocate``: ask the decision and carry it out until it says no more."""
-        tried: set[str] = set()
-        lent: dict[str, int] | None = None
-        started = 0
-        while True:
-            borrowers = lent if lent is not None else self._borrowers(host, prefer)
-            choice = None
-            if self.sharing and isinstance(trigger, (allocation.Released,
-                                                     allocation.BatchDone)):
-                choice = self._share_choice(host.clock, exclude=tried)
-            step = allocation.decide(self._standing(
-                host, len(host.free), tried=tried, started=started, borrowers=borrowers,
-                choice=choice), trigger, self.rules)
-            if step is None:
-                return started
-            tenant, owed = step.tenant, host.owed
+        """``Refiller.allocate``: the worker's plan for the free slots, carried out here."""
+        plan = executor.allocate(trigger, _Parent(self, host), rules=self.rules,
+                                 prefer=(prefer,) if prefer else ())
+        return (yield from self._carry_out(host, plan, len(host.free)))
+
+    def _carry_out(self, host: Host, plan: executor.Plan, free: int):
+        """Drive *plan* in virtual time: each step's AWS calls spent as the worker's are."""
+        def carry(step: Step):
+            if step.kind is Kind.READ:
+                return (yield from self._read(host, step.tenant))
+            if step.kind is Kind.LOOK:  # (none while the host's receive is out)
+                return host.rx == RX_NONE and (yield from self._look(host, step.tenant, free))
+            if step.kind is Kind.START:
+                return (yield from self._hand_off(host, step.tenant, borrow=step.borrow))
             if step.kind is Kind.OWE:
-                owed[tenant] = min(self.policy.slots, owed.get(tenant, 0) + 1)
                 self.counts["owed"] += 1
-                tried.add(tenant)
-                continue
-            if step.kind is Kind.FORGIVE:
-                owed.pop(tenant, None)
-                continue
-            if step.borrow and lent is None:
-                lent = dict(borrowers)
-            paying = isinstance(trigger, allocation.QueueEmpty) and not step.borrow
-            if paying:
-                owed[tenant] -= 1
-            if (yield from self._hand_off(host, tenant, borrow=step.borrow)):
-                started += 1
-                if step.borrow:
-                    lent[tenant] += 1
-            else:
-                tried.add(tenant)
-                if step.borrow:
-                    lent.pop(tenant, None)
-                if paying:
-                    owed.pop(tenant, None)
-            if paying and not owed.get(tenant):
-                owed.pop(tenant, None)
+            return None  # (OWE, FORGIVE: the plan's own)
+        return (yield from executor.carried(plan, carry))
 
     def _standing(self, host: Host, free: int, **known) -> allocation.Standing:
         """The decision's view of *host* now, with what the caller learnt (*known*)."""
@@ -246,3 +220,23 @@ class HandOffs:
             self.counts["handed_off"] += 1
             return True
         return False
+
+
+class _Parent:
+    """One host as the worker's plan sees it (``executor.Parent``, as ``refill._Parent``)."""
+
+    def __init__(self, fleet: HandOffs, host: Host) -> None:
+        self.fleet, self.host = fleet, host
+        self.slots, self.owed = fleet.policy.slots, host.owed
+
+    def standing(self, trigger, progress: executor.Progress) -> allocation.Standing:
+        fleet, host = self.fleet, self.host
+        choice = None
+        if fleet.sharing and isinstance(trigger, (allocation.Released, allocation.BatchDone)):
+            choice = fleet._share_choice(host.clock, exclude=progress.tried)
+        return fleet._standing(host, len(host.free), tried=progress.tried,
+                               started=progress.started, borrowers=progress.borrowers,
+                               choice=choice)
+
+    def borrowers(self, prefer: tuple[str, ...]) -> dict[str, int]:
+        return self.fleet._borrowers(self.host, prefer[0] if prefer else None)

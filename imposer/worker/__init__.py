@@ -17,8 +17,9 @@ A message flows through the subpackages in the order of their names below:
 
 At the top: ``supervisor`` is the loop, ``wiring`` builds it and every part it
 runs (and the stores) from Settings, ``allocation`` is the one decision of who
-gets each free slot (the settler and the refill carry it out; the simulator asks
-it too), ``policy`` holds the pure rules both share, ``messages`` owns a message's fate, ``running`` the table of
+gets each free slot and ``executor`` the one loop that asks it step by step (the
+settler and the refill carry its steps out; the simulator runs both on its fleet),
+``steps`` their words, ``policy`` holds the pure rules both share, ``messages`` owns a message's fate, ``running`` the table of
 this host's jobs, ``overrun`` the limit of a job's run, ``timing`` every share
 of the lease TTL, and ``boot`` and ``signals`` start and stop it.
 """

@@ -3,11 +3,11 @@
 A release frees a slot; a receive that brought nothing, the end of a receive's batch
 or a read of the waiting view finds slots free. Each is a *trigger*: ``decide`` takes
 it with a ``Standing`` (what the parent knows now, as plain values) and returns the
-next ``Step``, or None when nothing more is to be done. The caller (``Settler`` before
-a release, ``Refiller`` for the rest) carries the step out against SQS and DynamoDB,
-folds what it learnt into the next standing (notes read, a look at the queue, a start
-that failed) and asks again. The simulator asks the same function on its virtual
-fleet (``imposer.sim.handoff``). The rules are ``policy``'s (``may_hand_off``,
+next ``Step``, or None when nothing more is to be done. ``executor`` asks it again
+and again, folding what each step found into the next standing (notes read, a look
+at the queue, a start that failed); the caller (``Settler`` before a release,
+``Refiller`` for the rest) carries each step out against SQS and DynamoDB. The
+simulator runs the same executor on its virtual fleet (``imposer.sim.handoff``). The rules are ``policy``'s (``may_hand_off``,
 ``borrow_turns``, ``own_first``); fair share's answers are computed by ``SharePolicy``.
 A step names a tenant from counts alone, so a job's urgency never moves a slot between
 tenants; which of the tenant's waiting jobs then takes it is ``in_turn``'s.

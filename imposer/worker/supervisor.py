@@ -24,6 +24,7 @@ from imposer.models import Fate, Outcome
 from imposer.models.exits import Exit
 from imposer.settings import Settings
 from imposer.state.leases import LeaseStore
+from imposer.worker import executor
 from imposer.worker.boot import Patience, StoppedWhileBooting, check_resources
 from imposer.worker.dispatch.borrowing import BorrowPolicy
 from imposer.worker.dispatch.dispatcher import Dispatcher
@@ -38,6 +39,7 @@ from imposer.worker.settle.completion import Completer
 from imposer.worker.settle.refill import Refiller
 from imposer.worker.settle.settler import Settler
 from imposer.worker.signals import StopRequests
+from imposer.worker.steps import Step
 from imposer.worker.threads import sweep as sweeping
 from imposer.worker.threads.rollup import RollupRecorder
 
@@ -161,8 +163,14 @@ class Supervisor:
 
     def settle_finished(self, force: bool = False) -> None:
         """Settle every finished job that is due, each slot passing to its next owner
-        (``Settler``: the order of those steps is its)."""
-        self.settler.settle_due(self.drain.is_set, force)
+        (``Settler``: the order of those steps is its; a look at the queue it asks for
+        before a host's last slot is promised is the intake's, ``look``)."""
+        executor.run(self.settler.settle_due(self.drain.is_set, force), self.look)
+
+    def look(self, step: Step) -> bool:
+        """A settle's ``LOOK``: receive without waiting (``Intake.look``); True if the queue
+        holds nothing another tenant could start, so the slot may be promised."""
+        return self.intake.look(step.tenant)
 
     def check_health(self) -> None:
         """Stop the worker if a background thread is gone: never run unsupervised."""

@@ -161,9 +161,7 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
         messages=messages, metrics=metrics, rollups=rollups, clock=clock,
         wake_sender=sender.wake)
     settler = Settler(
-        host_id=s.host_id, completer=completer, refill=refill, starts=starts,
-        look=intake.look,
-        running=running, pool=pool, leases=leases, handoff=handoff, dispatch=dispatch,
+        host_id=s.host_id, completer=completer, refill=refill, starts=starts, running=running, pool=pool, leases=leases, handoff=handoff, dispatch=dispatch,
         launcher=launcher, borrowing=borrowing, messages=messages, metrics=metrics,
         clock=clock, shares=shares)
     utilisation = Utilisation(host_id=s.host_id, slots=s.slots, pool=pool, handoff=handoff,

@@ -23,53 +23,58 @@ from imposer.worker.allocation import (
     decide,
     in_turn,
 )
+from imposer.worker import executor
 from imposer.models.urgency import DEFAULT_PRIORITY, sort_key
 
 PARKED, NONE, PAUSED, FAILED = Read.PARKED, Read.NONE, Read.PAUSED, Read.FAILED
 
 
+class _Parent:
+    """A parent of plain values for the worker's own plan (``executor.Parent``): what the
+    test's standing says, and what the plan has found since."""
+
+    def __init__(self, standing: Standing) -> None:
+        self.base, self.slots, self.owed = standing, 8, dict(standing.owed)
+
+    def standing(self, trigger, progress: executor.Progress) -> Standing:
+        return attrs.evolve(self.base, free=self.base.free - progress.started,
+                            owed=dict(self.owed), reads={**self.base.reads, **progress.reads},
+                            looked={**self.base.looked, **progress.looked},
+                            tried=self.base.tried | progress.tried,
+                            started=self.base.started + progress.started,
+                            borrowers=dict(progress.borrowers))
+
+    def borrowers(self, prefer) -> dict[str, int]:
+        return dict(self.base.borrowers)
+
+
 def steps(standing: Standing, trigger, outcomes=None) -> list[Step]:
-    """Every step *decide* gives, each one's outcome folded in as an executor would:
-    a READ finds *outcomes*[tenant] (PARKED by default), a LOOK finds the queue empty
-    unless *outcomes* says ``look:<tenant>`` is False, a START succeeds unless
-    *outcomes* says ``start:<tenant>`` is False."""
+    """Every step the worker's plan (``executor``: ``decide`` asked again and again) takes
+    from *standing*: a READ finds *outcomes*[tenant] (PARKED by default), a LOOK finds
+    the queue empty unless *outcomes* says ``look:<tenant>`` is False, a START succeeds
+    unless *outcomes* says ``start:<tenant>`` is False; a release's plan ends with the
+    step the release takes."""
     outcomes = outcomes or {}
-    out = []
-    s = standing
-    for _ in range(50):
-        step = decide(s, trigger)
-        if step is None:
-            return out
+    out: list[Step] = []
+
+    def carry(step: Step):
         out.append(step)
-        kind, tenant = step.kind, step.tenant
-        if kind is Kind.READ:
-            s = attrs.evolve(s, reads={**s.reads, tenant: outcomes.get(tenant, PARKED)})
-        elif kind is Kind.LOOK:
-            s = attrs.evolve(s, looked={**s.looked,
-                                        tenant: outcomes.get(f"look:{tenant}", True)})
-        elif kind in (Kind.HAND_OVER, Kind.LEAVE, Kind.NOTHING_PARKED):
-            return out  # the release follows
-        elif kind is Kind.OWE:
-            s = attrs.evolve(s, tried=s.tried | {tenant})
-        elif kind is Kind.FORGIVE:
-            s = attrs.evolve(s, owed={t: n for t, n in s.owed.items() if t != tenant})
-        elif kind is Kind.START:
-            ok = outcomes.get(f"start:{tenant}", True)
-            owed = dict(s.owed)
-            if isinstance(trigger, QueueEmpty) and not step.borrow:
-                owed[tenant] -= 1
-                if not ok or not owed[tenant]:
-                    owed.pop(tenant)
-            borrowers = dict(s.borrowers)
-            if step.borrow:
-                if ok:
-                    borrowers[tenant] += 1
-                else:
-                    borrowers.pop(tenant)
-            s = attrs.evolve(s, free=s.free - ok, started=s.started + ok, owed=owed,
-                             tried=s.tried | ({tenant} if not ok else set()),
-                             borrowers=borrowers)
-    raise AssertionError("decide never said it was done")
+        assert len(out) < 50, "the plan never said it was done"
+        if step.kind is Kind.READ:
+            return outcomes.get(step.tenant, PARKED)
+        if step.kind is Kind.LOOK:
+            return outcomes.get(f"look:{step.tenant}", True)
+        if step.kind is Kind.START:
+            return outcomes.get(f"start:{step.tenant}", True)
+        return None
+
+    if isinstance(trigger, Releasing):
+        out.append(executor.run(executor.releasing(
+            trigger, lambda progress: _Parent(standing).standing(trigger, progress),
+            standing.borrowers), carry))
+    else:
+        executor.run(executor.allocate(trigger, _Parent(standing)), carry)
+    return out
 
 
 def kinds(found: list[Step]) -> list[tuple]:

@@ -15,6 +15,7 @@ import pytest
 from imposer.aws import session
 from imposer.clock import ManualClock
 from imposer.models import JobStatus, TenantConfig
+from imposer.worker import executor
 from imposer.worker.dispatch.pool import Pool
 from imposer.worker.settle.settler import Promise
 from imposer.worker.wiring import build, connect
@@ -29,6 +30,11 @@ class TickingClock(ManualClock):
     def time(self) -> float:
         self.advance(0.001)
         return super().time()
+
+
+def settled(supervisor, plan):
+    """Run a settle's plan as the parent does: its looks at the queue are the intake's."""
+    return executor.run(plan, supervisor.look)
 
 
 def never() -> bool:
@@ -73,7 +79,7 @@ class TestSettler:
         with one_finished_one_parked(settings, tmp_path) as (supervisor, backends, first,
                                                              parked):
             (job,) = supervisor.running.settling()
-            assert supervisor.settler.settle(job, never) == [], "no refill owed: it was handed"
+            assert settled(supervisor, supervisor.settler.settle(job, never)) == [], "no refill owed: it was handed"
             ended, started = record_of(backends, first), record_of(backends, parked)
             assert (ended.status, started.status) == (JobStatus.SUCCEEDED, JobStatus.RUNNING)
             assert ended.finished_at < started.started_at
@@ -86,7 +92,7 @@ class TestSettler:
         with one_finished_one_parked(settings, tmp_path) as (supervisor, backends, first,
                                                              parked):
             session.CALLS.reset()
-            supervisor.settler.settle_due(never)
+            settled(supervisor, supervisor.settler.settle_due(never))
             calls = session.CALLS.snapshot()
             assert calls.get("dynamodb.TransactWriteItems") == 1, calls
             assert [j.request.job_id for j in supervisor.running.running()] == [parked]
@@ -101,11 +107,11 @@ class TestSettler:
                                                              parked):
             (job,) = supervisor.running.settling()
             job = supervisor.completer.decide(job)
-            promise, job = supervisor.settler.promise_slot(job, never)
+            promise, job = settled(supervisor, supervisor.settler.promise_slot(job, never))
             assert promise is Promise.MADE and job.handover.note.job_id == parked
             backends.dynamo.transact([backends.waiting.claim_op(job.handover.note)],
                                      "another host takes the parked job's note")
-            assert supervisor.settler.settle(job, never) == [("acme", False)]
+            assert settled(supervisor, supervisor.settler.settle(job, never)) == [("acme", False)]
             assert record_of(backends, first).status is JobStatus.SUCCEEDED
             assert record_of(backends, parked).status is not JobStatus.RUNNING
             assert not len(supervisor.running)

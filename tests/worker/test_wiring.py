@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from imposer.worker.dispatch.pool import Pool
+from imposer.worker.steps import Kind, Step
 from imposer.worker.supervisor import Supervisor
 from imposer.worker.wiring import build
 
@@ -33,14 +34,19 @@ class TestBuild:
         assert {id(p.timing) for p in (supervisor.messages, d.launcher, d.handoff)} == \
             {id(supervisor.messages.timing)}, "one LeaseTiming, built in the composition root"
 
-    def test_the_settler_looks_at_the_queue_through_the_intake(self, settings, backends):
+    def test_the_settler_asks_the_parent_to_look_at_the_queue(self, settings, backends):
         """The one cycle of the parent (the intake refills through the refiller; a promise
-        looks at the queue through the intake) is joined at construction: the settler
-        holds the intake's look, the refiller none."""
+        looks at the queue) is joined by the parent loop alone: the settler holds no
+        look and no intake, and a settle's ``LOOK`` step is answered by the supervisor
+        through the intake's look."""
         supervisor = build(settings, backends=backends, pool=Pool(1, settings))
-        assert supervisor.settler.look == supervisor.intake.look
         assert supervisor.intake.refill is supervisor.refill
-        assert not hasattr(supervisor.refill, "look")
+        for part in (supervisor.settler, supervisor.refill):
+            assert not hasattr(part, "look") and not hasattr(part, "intake")
+        asked = []
+        supervisor.intake.look = lambda tenant: asked.append(tenant) or True
+        assert supervisor.look(Step(Kind.LOOK, "acme")) is True
+        assert asked == ["acme"]
 
     def test_the_share_view_thread_runs_only_under_fair_share(self, settings, backends):
         """Fair share off: no share-view pass; on: one, beside the other side threads."""

@@ -19,7 +19,7 @@ import logging
 from typing import Callable
 
 from imposer.logs import extra
-from imposer.worker import allocation
+from imposer.worker import allocation, executor
 from imposer.worker.allocation import Kind
 from imposer.worker.dispatch.borrowing import BorrowPolicy
 from imposer.worker.dispatch.dispatcher import Dispatcher
@@ -47,7 +47,8 @@ class Refiller:
         #: The waiting view's generation ``restart_parked`` last acted on.
         self._restarted_at_view = 0
         #: tenant -> hand-offs owed to it: its jobs settled here while no slot could be given
-        self._owed: dict[str, int] = {}
+        #: (paid and added to by the slot decision's plan, ``executor.allocate``)
+        self.owed: dict[str, int] = {}
 
     def wake(self, tenant: str, free: list[int], stopping: Callable[[], bool],
              borrowed: bool = False) -> None:
@@ -75,7 +76,7 @@ class Refiller:
     @property
     def owes(self) -> bool:
         """True while a hand-off is owed: the next receive should not wait for messages."""
-        return bool(self._owed)
+        return bool(self.owed)
 
     def wake_idle(self, free: list[int], stopping: Callable[[], bool]) -> int:
         """The queue had nothing for the free slots: pay the hand-offs owed, oldest first,
@@ -126,74 +127,58 @@ class Refiller:
                  stopping: Callable[[], bool], *, prefer: tuple[str, ...] = (),
                  look: Callable[[str], bool] | None = None,
                  below_cap: tuple[str, ...] = ()) -> int:
-        """Ask ``allocation.decide`` what to do with the free slots under *trigger* and do
-        it, step by step, until it says nothing more; returns how many jobs started.
+        """Carry out the slot decision's plan for the free slots under *trigger*
+        (``executor.allocate``); returns how many jobs started.
 
         *prefer*: a tenant whose borrowed job just ended here (first among the
         borrowers); *look*: a look at the queue for the host's last slot; *below_cap*:
         the waiting view's tenants below their cap with queued work (``ViewRead``).
         """
-        tried: set[str] = set()
-        looked: dict[str, bool] = {}
-        lent: dict[str, int] | None = None  # the borrowers, once the first turn is taken
-        started = 0
-        while True:
-            borrowers = lent if lent is not None else self.borrowers(prefer)
-            step = allocation.decide(self._standing(
-                trigger, free, stopping, tried=tried, looked=looked, started=started,
-                borrowers=borrowers, below_cap=below_cap), trigger)
-            if step is None:
-                return started
-            tenant = step.tenant or ""
+        def carry(step: allocation.Step) -> bool | None:
             if step.kind is Kind.LOOK:
-                looked[tenant] = look is not None and look(tenant)
-                continue
-            if step.kind is Kind.OWE:
-                self._owed[tenant] = min(self.slots, self._owed.get(tenant, 0) + 1)
-                tried.add(tenant)
-                continue
-            if step.kind is Kind.FORGIVE:
-                self._owed.pop(tenant, None)
-                continue
-            if step.borrow and lent is None:
-                lent = dict(borrowers)
-            paying = isinstance(trigger, allocation.QueueEmpty) and not step.borrow
-            if paying:
-                self._owed[tenant] -= 1
-            if self.starts.start(tenant, free, borrow=step.borrow):
-                started += 1
-                if lent is not None and step.borrow:
-                    lent[tenant] += 1
+                return look is not None and look(step.tenant)
+            if step.kind is not Kind.START:
+                return None  # (OWE, FORGIVE: the plan's own)
+            if self.starts.start(step.tenant, free, borrow=step.borrow):
                 if isinstance(trigger, allocation.ViewRead) and not step.borrow:
                     logger.info("started a parked job of %s that no hand-off had reached",
-                                tenant, extra=extra("redriven", tenant))
-            else:
-                tried.add(tenant)
-                if lent is not None and step.borrow:
-                    lent.pop(tenant, None)
-                if paying:
-                    self._owed.pop(tenant, None)
-                elif self.shares is not None and not step.borrow and isinstance(
-                        trigger, (allocation.Released, allocation.BatchDone)):
-                    self.shares.nothing_to_start(tenant)
-            if paying and not self._owed.get(tenant):
-                self._owed.pop(tenant, None)
+                                step.tenant, extra=extra("redriven", step.tenant))
+                return True
+            if self.shares is not None and not step.borrow and isinstance(
+                    trigger, (allocation.Released, allocation.BatchDone)):
+                self.shares.nothing_to_start(step.tenant)  # its next choice passes it over
+            return False
 
-    def _standing(self, trigger: allocation.Trigger, free: list[int],
-                  stopping: Callable[[], bool], *, tried: set[str], looked: dict[str, bool],
-                  started: int, borrowers: dict[str, int],
-                  below_cap: tuple[str, ...]) -> allocation.Standing:
-        """What ``decide`` needs now, read from the parts that keep it (no AWS call)."""
-        parked = tuple(self.handoff.parked_tenants())
+        parent = _Parent(self, free, stopping, below_cap)
+        return executor.run(executor.allocate(trigger, parent, prefer=prefer), carry)
+
+
+class _Parent:
+    """The refill as the plan sees it (``executor.Parent``) for one trigger: the free
+    slots, the hand-offs owed, and the standing read from the parts that keep it."""
+
+    def __init__(self, refill: Refiller, free: list[int], stopping: Callable[[], bool],
+                 below_cap: tuple[str, ...]) -> None:
+        self.refill, self.free, self.stopping, self.below_cap = refill, free, stopping, below_cap
+        self.slots, self.owed = refill.slots, refill.owed
+        self.borrowers = refill.borrowers
+
+    def standing(self, trigger: allocation.Trigger,
+                 progress: executor.Progress) -> allocation.Standing:
+        """What ``decide`` needs now (no AWS call)."""
+        refill, borrowing = self.refill, self.refill.borrowing
+        parked = tuple(refill.handoff.parked_tenants())
         choice = None
-        if self.shares is not None and isinstance(trigger, (allocation.Released,
-                                                            allocation.BatchDone)):
-            choice = self.shares.choice(parked, exclude=tried)
+        if refill.shares is not None and isinstance(trigger, (allocation.Released,
+                                                              allocation.BatchDone)):
+            choice = refill.shares.choice(parked, exclude=progress.tried)
         return allocation.Standing(
-            free=len(free), stopping=stopping(), parked=parked,
-            capped=frozenset(t for t in below_cap if self.dispatch.known_cap(t) is not None),
-            owed=dict(self._owed), looked=dict(looked), tried=frozenset(tried),
-            started=started, borrow=self.borrowing.enabled, reserve=self.borrowing.reserve,
-            blockers=self.borrowing.blockers() if self.borrowing.enabled else frozenset(),
-            express=self.borrowing.express(), borrowers=dict(borrowers), below_cap=below_cap,
-            sharing=self.shares is not None, choice=choice)
+            free=len(self.free), stopping=self.stopping(), parked=parked,
+            capped=frozenset(t for t in self.below_cap
+                             if refill.dispatch.known_cap(t) is not None),
+            owed=dict(self.owed), looked=dict(progress.looked),
+            tried=frozenset(progress.tried), started=progress.started,
+            borrow=borrowing.enabled, reserve=borrowing.reserve,
+            blockers=borrowing.blockers() if borrowing.enabled else frozenset(),
+            express=borrowing.express(), borrowers=dict(progress.borrowers),
+            below_cap=self.below_cap, sharing=refill.shares is not None, choice=choice)

@@ -31,7 +31,7 @@ from imposer.metrics import Metrics
 from imposer.models import JobRequest
 from imposer.state.leases import LeaseStore, Successor
 from imposer.state.waiting import Parked
-from imposer.worker import allocation
+from imposer.worker import allocation, executor
 from imposer.worker.allocation import Kind
 from imposer.worker.dispatch.borrowing import BorrowPolicy
 from imposer.worker.dispatch.dispatcher import Dispatcher
@@ -64,17 +64,13 @@ class Settler:
     """Take each finished job from its fate to its slot's next owner."""
 
     def __init__(self, *, host_id: str, completer: Completer, refill: Refiller,
-                 starts: ParkedStarts,
-                 look: Callable[[str], bool] | None, running: RunningTable, pool: Pool,
+                 starts: ParkedStarts, running: RunningTable, pool: Pool,
                  leases: LeaseStore, handoff: HandOff, dispatch: Dispatcher,
                  launcher: Launcher, borrowing: BorrowPolicy, messages: Messages,
                  metrics: Metrics, clock: Clock, shares: SharePolicy | None = None) -> None:
         self.host_id, self.completer, self.refill, self.running = (host_id, completer, refill,
                                                                     running)
         self.starts = starts
-        #: Look at the queue without waiting (``Intake.look``): True if it holds nothing
-        #: another tenant could start. None: never look (a host's last slot is not promised).
-        self.look = look
         self.pool, self.leases, self.handoff, self.dispatch = pool, leases, handoff, dispatch
         self.launcher, self.borrowing, self.messages = launcher, borrowing, messages
         self.metrics, self.clock = metrics, clock
@@ -82,26 +78,32 @@ class Settler:
         #: below its weighted share, not always to the settled job's tenant.
         self.shares = shares if shares is not None and shares.enabled else None
 
-    def settle_due(self, stopping: Callable[[], bool], force: bool = False) -> None:
+    def settle_due(self, stopping: Callable[[], bool], force: bool = False) -> executor.Plan:
         """Settle every finished job that is due (all of them with *force*); then refill the
-        slots freed with no hand-over from parked work."""
+        slots freed with no hand-over from parked work.
+
+        A plan (``executor``): it yields the ``LOOK`` steps of the promises it makes,
+        which the parent answers (``Supervisor.look``: True if the queue holds nothing
+        another tenant could start), so the settler never receives a message itself.
+        """
         now, freed = self.clock.monotonic(), []
         for job in self.running.settling():
             if force or job.retry_at <= now:
                 with guard(job.request):
-                    freed += self.settle(job, stopping)
+                    freed += yield from self.settle(job, stopping)
         for tenant, borrowed in freed:
             with guard(None):
                 self.refill.wake(tenant, self.pool.free(), stopping, borrowed)
 
-    def settle(self, job: Running, stopping: Callable[[], bool]) -> list[tuple[str, bool]]:
+    def settle(self, job: Running, stopping: Callable[[], bool]) -> executor.Plan:
         """Settle one finished job: decide, promise its slot, release, start its successor.
 
-        Returns the slots to wake the refill for once the pass is over: (tenant, borrowed)
-        of a job whose slot was freed with no start of the parked job it was promised to.
+        A plan, as ``settle_due``; returns the slots to wake the refill for once the pass
+        is over: (tenant, borrowed) of a job whose slot was freed with no start of the
+        parked job it was promised to.
         """
         job = self.completer.decide(job)  # its end is recorded before any start
-        promise, job = self.promise_slot(job, stopping)
+        promise, job = yield from self.promise_slot(job, stopping)
         settlement = self.completer.settle(job)
         if self.shares is not None and settlement.state is Settled.DONE and job.finished:
             self.shares.ran(job.request.tenant_id, job.finished - job.started)
@@ -115,17 +117,18 @@ class Settler:
             return [(job.request.tenant_id, job.lease.borrowed)]
         return []
 
-    def promise_slot(self, job: Running,
-                     stopping: Callable[[], bool]) -> tuple[Promise, Running]:
+    def promise_slot(self, job: Running, stopping: Callable[[], bool]) -> executor.Plan:
         """Before *job* settles: promise its slot to a parked job, for its release to start
-        (``allocation.Releasing``: the decision; this carries out its reads and its look).
+        (``allocation.Releasing``: the decision, asked by ``executor.releasing``; this
+        carries out its reads and its look).
 
         An own slot goes to the tenant's oldest parked job while another slot stays
         free: a capped tenant's slot passes to its next job for one call instead of
         two (``LeaseStore.hand_over``). When the slot is the host's last free one and
         this host parked or saw parked jobs of the tenant lately
         (``HandOff.parked_lately``: else the slot is left to the queue with no read),
-        the queue is looked at first, without waiting (``Intake.look``): the promise
+        the queue is looked at first, without waiting (the plan's ``LOOK``, answered by
+        the parent through ``Intake.look``): the promise
         is made only if no other tenant has work there this host could start, so
         quiet tenants still come first and the slot costs one receive and one
         transaction, not a release, a receive and an acquire (the owed hand-off of
@@ -133,62 +136,60 @@ class Settler:
         lends it to (``policy.borrow_turns``: the reserve kept, nobody below its cap
         waiting; the settling tenant first among equals), its lease a borrowed one,
         so the release starts it in the same transaction (refused unless its tenant
-        is at its cap): one call, not a release and a borrowing acquire. Returns what
-        was done, and the job's entry as it now is.
+        is at its cap): one call, not a release and a borrowing acquire. A plan, as
+        ``settle_due``; returns what was done, and the job's entry as it now is.
         """
         if job.handover is not None:
             return Promise.MADE, job
         if job.released or job.status is None:
             return Promise.NOT_NOW, job
         tenant, borrowed = job.request.tenant_id, job.lease.borrowed
-        trigger = allocation.Releasing(tenant, borrowed)
         borrowers = self.refill.borrowers((tenant,)) if borrowed and self.borrowing.enabled \
             else {}
-        reads: dict[str, allocation.Read] = {}
-        looked: dict[str, bool] = {}
         found: dict[str, tuple[int, Parked | None, JobRequest | None]] = {}
-        while True:
-            step = allocation.decide(self._standing(job, stopping, reads, looked, borrowers),
-                                     trigger)
-            kind, turn = step.kind, step.tenant or tenant
-            if kind is Kind.READ:
-                try:
-                    found[turn] = cap, note, _ = self._next_parked(turn, job)
-                except BackendError as exc:  # a plain release follows; the job waits its turn
-                    logger.warning("no %s with the release of %s: %s", "borrowed start"
-                                   if borrowed else "hand-over", job.request.key, exc,
-                                   extra=extra("aws_error", turn, job.request.job_id))
-                    reads[turn] = allocation.Read.FAILED
-                    continue
-                reads[turn] = allocation.Read.PAUSED if cap <= 0 else \
-                    allocation.Read.NONE if note is None else allocation.Read.PARKED
-            elif kind is Kind.LOOK:
-                looked[turn] = self.look is not None and self.look(turn)
-            elif kind is Kind.HAND_OVER:
-                cap, note, request = found[turn]
-                return Promise.MADE, self._promise(job, note, request, cap, borrow=step.borrow)
-            elif kind is Kind.NOTHING_PARKED:
-                if not borrowed:  # as ``Refiller.wake`` does: a slot of it is free
-                    self.dispatch.known_free(tenant)
-                return Promise.NOTHING_PARKED, job
-            else:
-                return Promise.NOT_NOW, job
+
+        def carry(step: allocation.Step) -> executor.Plan:
+            turn = step.tenant
+            if step.kind is Kind.LOOK:
+                return bool((yield step))  # the parent looks
+            try:  # READ
+                found[turn] = cap, note, _ = self._next_parked(turn, job)
+            except BackendError as exc:  # a plain release follows; the job waits its turn
+                logger.warning("no %s with the release of %s: %s", "borrowed start"
+                               if borrowed else "hand-over", job.request.key, exc,
+                               extra=extra("aws_error", turn, job.request.job_id))
+                return allocation.Read.FAILED
+            return allocation.Read.PAUSED if cap <= 0 else \
+                allocation.Read.NONE if note is None else allocation.Read.PARKED
+
+        plan = executor.releasing(allocation.Releasing(tenant, borrowed),
+                                  lambda progress: self._standing(job, stopping, progress),
+                                  borrowers)
+        step = yield from executor.carried(plan, carry)
+        if step.kind is Kind.HAND_OVER:
+            cap, note, request = found[step.tenant]
+            return Promise.MADE, self._promise(job, note, request, cap, borrow=step.borrow)
+        if step.kind is Kind.NOTHING_PARKED:
+            if not borrowed:  # as ``Refiller.wake`` does: a slot of it is free
+                self.dispatch.known_free(tenant)
+            return Promise.NOTHING_PARKED, job
+        return Promise.NOT_NOW, job
 
     def _standing(self, job: Running, stopping: Callable[[], bool],
-                  reads: dict[str, allocation.Read], looked: dict[str, bool],
-                  borrowers: dict[str, int]) -> allocation.Standing:
+                  progress: executor.Progress) -> allocation.Standing:
         """What ``decide`` needs for *job*'s slot now (no AWS call)."""
         tenant, parked = job.request.tenant_id, tuple(self.handoff.parked_tenants())
         yields_to = None
-        if self.shares is not None and not job.lease.borrowed and tenant in reads:
+        if self.shares is not None and not job.lease.borrowed and tenant in progress.reads:
             yields_to = self.shares.yields_to(tenant, parked, ending=job.epoch)
         return allocation.Standing(
-            free=len(self.pool.free()), stopping=stopping(), lookable=self.look is not None,
-            parked=parked, reads=dict(reads), looked=dict(looked),
+            free=len(self.pool.free()), stopping=stopping(), 
+            parked=parked, reads=dict(progress.reads), looked=dict(progress.looked),
             borrow=self.borrowing.enabled, reserve=self.borrowing.reserve,
             blockers=self.borrowing.blockers() if job.lease.borrowed and self.borrowing.enabled
             else frozenset(), express=self.borrowing.express(),
-            borrowers=dict(borrowers), sharing=self.shares is not None, yields_to=yields_to)
+            borrowers=dict(progress.borrowers), sharing=self.shares is not None,
+            yields_to=yields_to)
 
     def _next_parked(self, tenant: str, job: Running) -> tuple[int, Parked | None,
                                                                JobRequest | None]:
