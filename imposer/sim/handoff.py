@@ -22,7 +22,7 @@ from imposer.worker.allocation import Kind, Read, Step
 
 
 class HandOffs:
-    """``Settler.promise_slot`` and ``Refiller.allocate`` on the fleet: their plans
+    """``Promiser.promise`` and ``Refiller.allocate`` on the fleet: their plans
     (``executor.releasing``, ``executor.allocate``), the steps carried out here.
 
     Mixed into ``engine._Fleet``: its methods read and move the fleet's state

@@ -49,9 +49,7 @@ class LeaseStore(LeaseBook):
                  tenants: TenantStore, ttl: float, clock: Clock | None = None,
                  share_half_life: float = 0.0) -> None:
         super().__init__(dynamo, leases_table)
-        self.jobs = jobs
-        self.jobs_table = jobs.table
-        self.tenants = tenants
+        self.jobs, self.jobs_table, self.tenants = jobs, jobs.table, tenants
         self.ttl = ttl
         self.clock = clock or SystemClock()
         #: Fair share's usage half-life (IMPOSER_SHARE_HALF_LIFE): above 0, each release
@@ -122,6 +120,10 @@ class LeaseStore(LeaseBook):
         except BackendError as exc:
             raise AcquireUncertain(str(exc), *leases) from exc
         return None
+
+    def cap_for(self, tenant: str) -> int:
+        """The tenant's cap, as the acquire reads it (``TenantStore.cap_for``, cached)."""
+        return self.tenants.cap_for(tenant)
 
     def new_lease(self, request: JobRequest, host: str, slot: int, receipt: str | None = None,
                   borrow: bool = False) -> Lease:

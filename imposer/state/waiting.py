@@ -161,5 +161,9 @@ class WaitingStore:
         return op("Delete", self.table, {"tenant_id": note.tenant_id, "order": note.order},
                   condition="receipt = :r", values={":r": note.receipt})
 
+    def claim(self, note: Parked, why: str) -> None:
+        """Take *note* on its own (``claim_op``); raises BackendError if another took it."""
+        self.dynamo.transact([self.claim_op(note)], why)
+
     def drop(self, note: Parked) -> None:
         self.dynamo.delete(self.table, {"tenant_id": note.tenant_id, "order": note.order})

@@ -4,7 +4,7 @@
 again and again and keeps what each step leaves (the reads, the looks, the tenants
 tried, the starts, the borrowers lent to, the hand-offs owed) until it says no more.
 What a step does to the world is the caller's: the worker carries it out against
-SQS and DynamoDB (``Settler.promise_slot``, ``Refiller.allocate``), the simulator
+SQS and DynamoDB (``Promiser.promise``, ``Refiller.allocate``), the simulator
 on its virtual fleet (``imposer.sim.handoff``). So both run this code, and a
 change to how a freed slot is handed on is made once.
 

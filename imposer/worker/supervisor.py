@@ -139,7 +139,7 @@ class Supervisor:
         return True
 
     def done_enough(self) -> bool:
-        if self.max_jobs is not None and self.dispatch.launcher.started >= self.max_jobs:
+        if self.max_jobs is not None and self.dispatch.started >= self.max_jobs:
             return True
         return self.exit_when_idle and not len(self.running) and self.intake.idle()
 
@@ -256,6 +256,6 @@ class Supervisor:
         self.parked_returned += self.dispatch.give_back_parked()
         self.rollups.flush()
         logger.info("stopped (started %s job(s); %s parked message(s) given back)",
-                    self.dispatch.launcher.started, self.parked_returned,
-                    extra=extra("stopped", started=self.dispatch.launcher.started,
+                    self.dispatch.started, self.parked_returned,
+                    extra=extra("stopped", started=self.dispatch.started,
                                 aws_calls=session.CALLS.snapshot()))

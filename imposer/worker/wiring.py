@@ -103,8 +103,10 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     from imposer.worker.running import RunningTable
     from imposer.worker.settle.completion import Completer
     from imposer.worker.settle.parked import ParkedStarts
+    from imposer.worker.settle.promise import Promiser
     from imposer.worker.settle.refill import Refiller
     from imposer.worker.settle.settler import Settler
+    from imposer.worker.settle.successor import Successors
     from imposer.worker.signals import StopRequests
     from imposer.worker.supervisor import Supervisor
     from imposer.worker.threads import sweep as sweeping
@@ -139,7 +141,7 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     senders = SenderCheck(b.tenants, trusted=s.trusted_senders, require=s.require_senders,
                           whoami=lambda: session.caller_identity(s.region)[0]["UserId"])
     vet = Vetting(bucket=s.bucket, jobs=b.jobs, messages=messages, metrics=metrics,
-                  senders=senders, outbox=b.outbox)
+                  senders=senders, clock=clock, outbox=b.outbox)
     deferral = Deferral(tenants=b.tenants, jobs=b.jobs, messages=messages, handoff=handoff,
                         metrics=metrics, contention=contention, rollups=rollups, clock=clock)
     dispatch = Dispatcher(
@@ -160,10 +162,12 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
         table=running, leases=leases, jobs=b.jobs, outbox=b.outbox, storage=storage,
         messages=messages, metrics=metrics, rollups=rollups, clock=clock,
         wake_sender=sender.wake)
-    settler = Settler(
-        host_id=s.host_id, completer=completer, refill=refill, starts=starts, running=running, pool=pool, leases=leases, handoff=handoff, dispatch=dispatch,
-        launcher=launcher, borrowing=borrowing, messages=messages, metrics=metrics,
-        clock=clock, shares=shares)
+    promiser = Promiser(host_id=s.host_id, starts=starts, pool=pool, leases=leases,
+                        handoff=handoff, dispatch=dispatch, borrowing=borrowing, shares=shares)
+    successors = Successors(handoff=handoff, pool=pool, borrowing=borrowing, launcher=launcher,
+                            messages=messages, metrics=metrics, clock=clock)
+    settler = Settler(completer=completer, promiser=promiser, successors=successors,
+                      refill=refill, running=running, pool=pool, clock=clock, shares=shares)
     utilisation = Utilisation(host_id=s.host_id, slots=s.slots, pool=pool, handoff=handoff,
                               sender=sender, queue=b.queue, contention=contention,
                               rollups=rollups, metrics=metrics, clock=clock)

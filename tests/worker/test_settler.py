@@ -17,7 +17,7 @@ from imposer.clock import ManualClock
 from imposer.models import JobStatus, TenantConfig
 from imposer.worker import executor
 from imposer.worker.dispatch.pool import Pool
-from imposer.worker.settle.settler import Promise
+from imposer.worker.settle.promise import Promise
 from imposer.worker.wiring import build, connect
 from tests.fixtures.jobs import record_of
 from tests.fixtures.workers import FAKE, layout, loop_pass, submit_jobs, wait_for

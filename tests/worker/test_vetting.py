@@ -49,7 +49,7 @@ def vet(settings, backends, clock):
     senders = SenderCheck(backends.tenants, trusted="", require=False,
                           whoami=lambda: "AROAWORKER:i-0host1")
     return Vetting(bucket=settings.bucket, jobs=backends.jobs, messages=messages,
-                   metrics=Metrics(), senders=senders, outbox=backends.outbox)
+                   metrics=Metrics(), senders=senders, clock=clock, outbox=backends.outbox)
 
 
 def received(backends, body: str):

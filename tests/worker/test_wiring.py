@@ -17,20 +17,25 @@ class TestBuild:
         supervisor = build(settings, backends=backends, pool=Pool(1, settings))
         assert isinstance(supervisor, Supervisor)
         d, settler = supervisor.dispatch, supervisor.settler
-        parts = [supervisor, d, d.launcher, d.deferral, settler, supervisor.completer,
+        parts = [supervisor, d, d.launcher, d.deferral, settler, settler.successors,
+                 supervisor.completer,
                  supervisor.refill.starts, supervisor.intake, supervisor.shares,
                  supervisor.stops, d.handoff]
         assert {id(p.clock) for p in parts} == {id(backends.clock)}
-        assert {id(p.metrics) for p in (supervisor, d, d.launcher, d.vet, d.deferral, settler,
-                                        supervisor.completer, supervisor.refill.starts)} == \
+        assert {id(p.metrics) for p in (supervisor, d, d.launcher, d.vet, d.deferral,
+                                        settler.successors, supervisor.completer,
+                                        supervisor.refill.starts)} == \
             {id(backends.metrics)}
         assert {id(t) for t in (supervisor.running, d.launcher.running, settler.running,
                                 supervisor.completer.table, supervisor.shares.running)} == \
             {id(supervisor.running)}
         assert d.storage is supervisor.completer.storage
-        assert {id(p.pool) for p in (supervisor, d.launcher, settler, supervisor.intake)} == \
+        assert {id(p.pool) for p in (supervisor, d.launcher, settler, settler.promiser,
+                                     settler.successors, supervisor.intake)} == \
             {id(supervisor.pool)}
-        assert settler.starts is supervisor.refill.starts, "one starter of parked jobs"
+        assert settler.promiser.starts is supervisor.refill.starts, "one starter of parked jobs"
+        assert {id(p.handoff) for p in (d, settler.promiser, settler.successors)} == \
+            {id(d.handoff)}
         assert {id(p.timing) for p in (supervisor.messages, d.launcher, d.handoff)} == \
             {id(supervisor.messages.timing)}, "one LeaseTiming, built in the composition root"
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import attrs
 
@@ -95,6 +95,14 @@ class BorrowPolicy:
     def express(self) -> frozenset[str]:
         """The express tenants (none with borrowing off: the class only widens borrowing)."""
         return self.view().express if self.enabled else frozenset()
+
+    def borrowers(self, prefer: Iterable[str], parked: Iterable[str]) -> dict[str, int]:
+        """The borrow rule's candidates, each with the slots it borrows: *prefer*, the
+        tenants this host *parked* lately, and those the waiting view names at their cap
+        with work waiting."""
+        borrowers = dict.fromkeys((*prefer, *parked), 0)
+        borrowers.update(self.view().at_cap)
+        return borrowers
 
     def allows(self, tenant: str, free_slots: int) -> str | None:
         """Return None if *tenant* may borrow now, else the reason it may not."""

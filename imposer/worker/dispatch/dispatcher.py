@@ -16,11 +16,7 @@ from imposer.clock import Clock
 from imposer.errors import BackendError, InvalidMessage
 from imposer.logs import extra, guard
 from imposer.metrics import Metrics
-from imposer.models import (
-    JobRequest,
-    JobStatus,
-    Received,
-)
+from imposer.models import JobRequest, JobStatus, Received
 from imposer.state import plates
 from imposer.state.jobs import JobStore, dead_letter_due
 from imposer.state.leases import Acquisition, LeaseStore, Verdict
@@ -48,8 +44,8 @@ class Dispatcher:
         #: This host; whether capped tenants may borrow idle slots; and the deferral
         #: interval (a tenant found at cap is taken to be for at most this, or a second).
         self.host_id, self.borrow, self.defer_seconds = host_id, borrow, defer_seconds
-        #: Fair share of licence time (IMPOSER_SHARE_HALF_LIFE); None or disabled: caps alone.
-        self.shares = shares
+        #: Fair share (IMPOSER_SHARE_HALF_LIFE); ``sharing``: it decides who takes a free slot.
+        self.shares, self.sharing = shares, shares is not None and shares.enabled
         self.leases, self.jobs, self.messages, self.metrics = leases, jobs, messages, metrics
         self.storage, self.handoff, self.borrowing = storage, handoff, borrowing
         #: Parks, holds or defers what does not start.
@@ -174,6 +170,15 @@ class Dispatcher:
         """A slot of *tenant* was freed here: it may be below its cap again."""
         self._capped.pop(tenant, None)
 
+    @property
+    def started(self) -> int:
+        """Jobs this host started so far (``Launcher.started``)."""
+        return self.launcher.started
+
+    def parse(self, message: Received) -> JobRequest:
+        """*message*'s job request; raises InvalidMessage (``Vetting.parse``)."""
+        return self.vet.parse(message)
+
     def give_back_parked(self) -> int:
         """On stop: make the messages this host parked visible again for the others."""
         return self.handoff.give_back_mine()
@@ -293,8 +298,3 @@ class Dispatcher:
     def last_batch_parks(self) -> int:
         """Messages of the last batch parked at their tenant's cap (``policy.receive_size``)."""
         return self.deferral.parks
-
-    @property
-    def sharing(self) -> bool:
-        """Fair share of licence time decides who takes a free slot."""
-        return self.shares is not None and self.shares.enabled

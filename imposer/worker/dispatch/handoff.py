@@ -167,6 +167,16 @@ class HandOff:
         """Drop what the last Query of the tenant's notes read: the next read is fresh."""
         self._read.pop(tenant_id, None)
 
+    def claim_op(self, note: Parked) -> dict:
+        """The transaction item that takes *note* with the acquire or release that starts
+        its job (``WaitingStore.claim_op``)."""
+        return self.waiting.claim_op(note)
+
+    def drop(self, note: Parked) -> None:
+        """Delete *note*: its job runs or ended, or its message is invalid."""
+        self.waiting.drop(note)
+        self.taken(note)
+
     def taken(self, note: Parked) -> None:
         """*note* was claimed (here or elsewhere) or dropped: never try or give it back."""
         self._mine.pop((note.tenant_id, note.order), None)
@@ -202,8 +212,7 @@ class HandOff:
                 if (note.order, note.receipt) not in present:
                     continue
                 try:
-                    self.waiting.dynamo.transact([self.waiting.claim_op(note)],
-                                                 f"take back parked {note.job_id}")
+                    self.waiting.claim(note, f"take back parked {note.job_id}")
                 except BackendError:
                     continue  # another host took it
                 if self.messages.give_back_quietly(note.receipt) is None:

@@ -79,17 +79,15 @@ class Intake:
             free = self.pool.free()
             self.dispatch.take_batch(messages, free, stopping)
             self.empty_poll = not messages or self.dispatch.last_batch_paused
-            if not messages and self.dispatch.shares is not None:
-                self.dispatch.shares.queue_empty()
-            if not messages and free:  # the hand-offs owed are paid, idle slots lent
-                self.refill.wake_idle(free, stopping)
+            if not messages:  # the hand-offs owed are paid, idle slots lent
+                self.refill.queue_empty(free, stopping)
             self.refill.share_fill(free, stopping)
         free = self.pool.free()
         if not free or now < self.paused_until or self.receiver.busy:
             return
         want = policy.receive_size(len(free), self.dispatch.last_batch_parks)
         if max_jobs is not None:
-            want = min(want, max_jobs - self.dispatch.launcher.started)
+            want = min(want, max_jobs - self.dispatch.started)
         if want > 0:  # a hand-off owed is paid by an empty receive: no need to wait for one
             self.receiver.ask(want, poll=not self.refill.owes)
 

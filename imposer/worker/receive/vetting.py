@@ -13,6 +13,7 @@ import contextlib
 import logging
 from typing import Iterator
 
+from imposer.clock import Clock
 from imposer.errors import BackendError, InvalidMessage, SenderRefused
 from imposer.logs import extra
 from imposer.metrics import Metrics
@@ -33,11 +34,11 @@ class Vetting:
     """Parse and check messages; reject the invalid and put poison aside."""
 
     def __init__(self, *, bucket: str, jobs: JobStore, messages: Messages, metrics: Metrics,
-                 senders: SenderCheck, outbox: OutboxStore | None = None) -> None:
+                 senders: SenderCheck, clock: Clock, outbox: OutboxStore | None = None) -> None:
         #: The bucket every job's input and output must be under.
         self.bucket = bucket
         self.jobs, self.messages, self.metrics = jobs, messages, metrics
-        self.senders, self.outbox = senders, outbox
+        self.senders, self.outbox, self.clock = senders, outbox, clock
         #: message id -> times handling it raised on this host (bounded)
         self._failures: dict[str, int] = {}
 
@@ -96,7 +97,7 @@ class Vetting:
         so a redelivery of the same message never makes a second one."""
         if not found["webhook"] or self.outbox is None:
             return None
-        now = self.jobs.clock.time()
+        now = self.clock.time()
         tenant, job_id = found["tenant_id"], found["job_id"]
         body = encode(build_event(job_id=job_id, tenant_id=tenant, status=JobStatus.FAILED,
                                   token=found["token"] or job_id, error=str(exc),

@@ -78,10 +78,9 @@ class ParkedStarts:
                 self.handoff.taken(note)  # its message is back in the queue by itself
                 continue
             try:
-                request = self.dispatch.vet.parse(note.message)
+                request = self.dispatch.parse(note.message)
             except InvalidMessage:
-                self.handoff.waiting.drop(note)
-                self.handoff.taken(note)
+                self.handoff.drop(note)
                 continue
             yield note, request
 
@@ -107,7 +106,7 @@ class ParkedStarts:
                 try:
                     acq = self.leases.acquire(request, self.host_id, free[0],
                                               message.sent_at, message.receipt, borrow=borrow,
-                                              also=[self.handoff.waiting.claim_op(note)],
+                                              also=[self.handoff.claim_op(note)],
                                               limit=limit)
                 except BackendError as exc:
                     self.launcher.acquire_failed(request, exc)
@@ -131,12 +130,10 @@ class ParkedStarts:
                         self.dispatch.known_capped(request.tenant_id, acq.cap)
                     return False
                 if acq.verdict == Verdict.DONE:
-                    self.handoff.waiting.drop(note)
-                    self.handoff.taken(note)
+                    self.handoff.drop(note)
                     self.dispatch.finish_duplicate(request, message, acq)
                 elif acq.verdict in (Verdict.RUNNING, Verdict.STALE):
-                    self.handoff.waiting.drop(note)
-                    self.handoff.taken(note)
+                    self.handoff.drop(note)
                 elif acq.verdict == Verdict.CLAIMED:
                     self.handoff.taken(note)  # another host took it, or it was parked anew
                     if not fresh:

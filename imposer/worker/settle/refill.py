@@ -78,6 +78,14 @@ class Refiller:
         """True while a hand-off is owed: the next receive should not wait for messages."""
         return bool(self.owed)
 
+    def queue_empty(self, free: list[int], stopping: Callable[[], bool]) -> None:
+        """A receive came back empty: nobody's work waits in the queue (fair share forgets
+        the demand it saw there), so the free slots go as ``wake_idle`` gives them."""
+        if self.shares is not None:
+            self.shares.queue_empty()
+        if free:
+            self.wake_idle(free, stopping)
+
     def wake_idle(self, free: list[int], stopping: Callable[[], bool]) -> int:
         """The queue had nothing for the free slots: pay the hand-offs owed, oldest first,
         then lend the idle slots (``allocation.QueueEmpty``). Returns how many started.
@@ -96,12 +104,8 @@ class Refiller:
         return self.allocate(allocation.BatchDone(), free, stopping)
 
     def borrowers(self, prefer: tuple[str, ...] = ()) -> dict[str, int]:
-        """The borrow rule's candidates, each with the slots it borrows: *prefer*, the
-        tenants this host parked lately, and those the waiting view names at their cap
-        with work waiting."""
-        borrowers = dict.fromkeys((*prefer, *self.handoff.parked_tenants()), 0)
-        borrowers.update(self.borrowing.view().at_cap)
-        return borrowers
+        """The borrow rule's candidates (``BorrowPolicy.borrowers``), *prefer* first."""
+        return self.borrowing.borrowers(prefer, self.handoff.parked_tenants())
 
     def restart_parked(self, free: list[int], stopping: Callable[[], bool], queue_empty: bool,
                 look: Callable[[str], bool] | None = None) -> None:
