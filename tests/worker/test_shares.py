@@ -54,6 +54,29 @@ class TestShareView:
         gaps = shares.gaps()
         assert gaps["heavy"] == pytest.approx(100 / 110 - 0.5, abs=1e-3)
 
+    def test_a_release_here_counts_at_once_and_once(self, shared, clock):
+        """heavy's job of 100 s is released on this host after the last read of the usage:
+        its charge counts at once (heavy now yields to light, which used 10 s), before the
+        next background read, and that read, which has it, does not count it twice."""
+        ran_and_waits(shared, clock, {"light": 10})
+        shared.jobs.note_waiting(request("heavy"), clock.time(), "parked")
+        shares = policy_of(shared, clock)
+        shares.refresh()
+        assert shares.yields_to("heavy") is None, "heavy has used nothing yet"
+        lease = shared.leases.acquire(request("heavy"), shared.settings.host_id, 0).lease
+        clock.advance(100)
+        shared.leases.release(lease, JobStatus.SUCCEEDED, finished_at=clock.time())
+        clock.advance(0.5)
+        shares.charged("heavy", clock.time() - 0.5 - lease.acquired_at, clock.time() - 0.5)
+        used = {t.tenant: t.usage for t in shares.standing()}
+        assert shares.yields_to("heavy") == "light"
+        assert used["heavy"] == pytest.approx(100, rel=1e-3)
+        clock.advance(0.5)
+        shares.refresh()
+        assert {t.tenant: t.usage for t in shares.standing()}["heavy"] == \
+            pytest.approx(used["heavy"], rel=1e-3)
+        assert shares.yields_to("heavy") == "light"
+
     def test_weights_come_from_the_tenants_table(self, shared, clock):
         """Weighted 10 with a cap of all 8 slots, heavy's 90 s against light's 10 s is within
         its share (10/11): no yield; light, above its own, yields to heavy."""

@@ -16,7 +16,10 @@ number of jobs. This host's own running jobs are taken from its running
 table at the moment of each decision, each running job counting its time so
 far or its tenant's typical run if longer (``ran``: from the jobs this host
 settled), and a tenant whose message a receive brought lately is taken to
-have more in the queue (``seen``). The acquire
+have more in the queue (``seen``). What this host's own releases charged
+since the usage was last read is counted at once (``charged``): the freed
+slot is decided right after the release, when its job has left the running
+table and the background read does not have its charge yet. The acquire
 then conditions the tenant's counter on the slots the decision counted
 (``limit``), so two hosts deciding at once cannot both hand the tenant a
 slot that only one decision allowed.
@@ -31,6 +34,7 @@ from typing import Iterable, Mapping
 import attrs
 
 from imposer.clock import Clock
+from imposer.models.usage import decayed
 from imposer.state.jobs import JobStore
 from imposer.state.leases import LeaseStore
 from imposer.state.tenants import TenantStore
@@ -105,6 +109,9 @@ class SharePolicy:
         self._nothing: dict[str, float] = {}
         #: tenant -> its typical run in seconds, from the jobs settled here (least recent first)
         self._typical: dict[str, float] = {}
+        #: tenant -> charges this host's releases made that the last read of the usage may
+        #: not have: (when the release was known done, when it ended, its seconds)
+        self._charged: dict[str, list[tuple[float, float, float]]] = {}
         self._lock = threading.Lock()
 
     # -- the background read ------------------------------------------------------------
@@ -112,6 +119,7 @@ class SharePolicy:
         """Re-read who waits, what runs, the usage, weights and caps (a background pass)."""
         if not self.enabled:
             return
+        read_at = self.clock.time()  # a charge known before this is in the usage read below
         records = self.jobs.open_jobs(("queued", "running"))
         waiting = {r.tenant_id for r in records if r.status.value == "queued"}
         elsewhere: dict[str, list[float]] = {}
@@ -135,6 +143,8 @@ class SharePolicy:
             slots=self.host_slots * len(hosts))
         with self._lock:
             self._view = view
+            self._charged = {t: kept for t, charges in self._charged.items()
+                             if (kept := [c for c in charges if c[0] > read_at])}
 
     def view(self) -> ShareView:
         with self._lock:
@@ -154,6 +164,13 @@ class SharePolicy:
             if len(self._typical) > TYPICAL_KEPT:
                 self._typical.pop(next(iter(self._typical)))
 
+    def charged(self, tenant: str, seconds: float, at: float) -> None:
+        """A release of this host charged *seconds* ending at *at* (epoch) to *tenant*'s
+        usage: count them until a read of the usage has them."""
+        if self.enabled:
+            with self._lock:
+                self._charged.setdefault(tenant, []).append((self.clock.time(), at, seconds))
+
     def queue_empty(self) -> None:
         """A receive came back empty: nobody's work waits in the queue."""
         self._demand.clear()
@@ -171,6 +188,8 @@ class SharePolicy:
         """The rule's view now: every tenant running or waiting, with its usage so far;
         the job of epoch *ending* counts in its tenant's usage, not among its slots."""
         view, now, mono = self.view(), self.clock.time(), self.clock.monotonic()
+        with self._lock:
+            charged = {t: list(c) for t, c in self._charged.items()}
         mine: dict[str, list[float]] = {}
         own = self._here(ending)
         for job in self.running.snapshot():
@@ -184,7 +203,9 @@ class SharePolicy:
         for tenant in sorted(waiting | set(mine) | set(view.elsewhere)):
             starts = (*view.elsewhere.get(tenant, ()), *mine.get(tenant, ()))
             used = policy.usage_at(view.usage.get(tenant, {}), now, self.half_life) + \
-                policy.running_usage(starts, now, self._typical.get(tenant, 0.0))
+                policy.running_usage(starts, now, self._typical.get(tenant, 0.0)) + \
+                sum(decayed(seconds, now - at, self.half_life)
+                    for _, at, seconds in charged.get(tenant, ()))
             out.append(policy.TenantShare(
                 tenant=tenant, weight=self.weight_of(tenant), cap=self.cap_of(tenant),
                 inflight=view.inflight_elsewhere.get(tenant, 0) + own.get(tenant, 0),

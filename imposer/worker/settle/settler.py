@@ -73,6 +73,10 @@ class Settler:
         settlement = self.completer.settle(job)
         if self.shares is not None and settlement.state is Settled.DONE and job.finished:
             self.shares.ran(job.request.tenant_id, job.finished - job.started)
+            if job.decided_at is not None:  # as the release charged it (``LeaseStore``)
+                self.shares.charged(job.request.tenant_id,
+                                    max(0.0, job.decided_at - job.lease.acquired_at),
+                                    job.decided_at)
         if settlement.handed is not None and \
                 self.successors.start(settlement.handed, job.slot, stopping):
             handover = settlement.handed.handover
