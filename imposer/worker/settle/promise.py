@@ -66,12 +66,11 @@ class Promiser:
         two (``LeaseStore.hand_over``). When the slot is the host's last free one and
         this host parked or saw parked jobs of the tenant lately
         (``HandOff.parked_lately``: else the slot is left to the queue with no read),
-        the queue is looked at first, without waiting (the plan's ``LOOK``, answered by
-        the parent through ``Intake.look``): the promise
-        is made only if no other tenant has work there this host could start, so
-        quiet tenants still come first and the slot costs one receive and one
-        transaction, not a release, a receive and an acquire (the owed hand-off of
-        ``Refiller.wake``). A borrowed slot goes to the parked job the borrow rule
+        the queue is looked at first, without waiting (the plan's ``LOOK``, answered
+        by the parent through ``Intake.look``): the promise is made only if no other
+        tenant has work there this host could start, so quiet tenants still come
+        first and the slot costs one receive and one transaction, not a release, a
+        receive and an acquire (the owed hand-off of ``Refiller.wake``). A borrowed slot goes to the parked job the borrow rule
         lends it to (``policy.borrow_turns``: the reserve kept, nobody below its cap
         waiting; the settling tenant first among equals), its lease a borrowed one,
         so the release starts it in the same transaction (refused unless its tenant
