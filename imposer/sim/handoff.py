@@ -236,7 +236,7 @@ class _Parent:
             choice = fleet._share_choice(host.clock, exclude=progress.tried)
         return fleet._standing(host, len(host.free), tried=progress.tried,
                                started=progress.started, borrowers=progress.borrowers,
-                               choice=choice)
+                               looked=dict(progress.looked), choice=choice)
 
     def borrowers(self, prefer: tuple[str, ...]) -> dict[str, int]:
         return self.fleet._borrowers(self.host, prefer[0] if prefer else None)

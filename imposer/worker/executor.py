@@ -130,13 +130,17 @@ def allocate(trigger: Trigger, parent: Parent, *, prefer: tuple[str, ...] = (),
 def carried(plan: Plan, carry: Callable[[Step], Generator[Any, Any, Any]]) -> Generator:
     """Drive *plan*, each step carried out by the generator ``carry(step)`` returns (the
     simulator's, which yields while virtual time passes); return the plan's outcome."""
-    answer = None
+    answer, error = None, None
     while True:
         try:
-            step = plan.send(answer)
+            step = plan.throw(error) if error is not None else plan.send(answer)
         except StopIteration as end:
             return end.value
-        answer = yield from carry(step)
+        error = None
+        try:
+            answer = yield from carry(step)
+        except Exception as exc:  # raised in the plan, at its step: its own guards see it
+            error = exc
 
 
 def run(plan: Plan, carry: Callable[[Step], Any]) -> Any:

@@ -89,6 +89,9 @@ class TestCompleter:
         assert (settlement.state, settlement.handed) == (Settled.DONE, None)
         record = record_of(backends, job.request.job_id)
         assert (record.status, record.output_epoch) == (JobStatus.SUCCEEDED, job.epoch)
+        # what the release charged (fair share counts it at once): launch to its end
+        assert settlement.charged == (record.finished_at - job.lease.acquired_at,
+                                      record.finished_at)
         assert head(job.request.output)[EPOCH_META] == job.epoch
         plate = tmp_path / "out.pdf"
         completer.storage.download(S3Uri.parse(job.request.output), plate)

@@ -9,6 +9,7 @@ pool. ``test_allocation`` pins each case of the decision through the same plan.
 from __future__ import annotations
 
 import attrs
+import pytest
 
 from imposer.worker import executor
 from imposer.worker.allocation import Standing
@@ -117,3 +118,32 @@ class TestBeforeARelease:
         _, last = drive(executor.releasing(Releasing("acme"), standing, {}),
                         lambda s: answers[s.kind])
         assert last.kind is Kind.LEAVE
+
+
+class TestAStepThatRaises:
+    def test_the_error_is_raised_in_the_plan_at_its_step(self):
+        """A carry that raises (a bug, not an AWS error) raises inside the plan where the
+        step was yielded, so the plan's own guard (the settle's ``guard(job)``) sees it."""
+        seen = []
+
+        def plan():
+            try:
+                yield Step(Kind.LOOK, "acme")
+            except RuntimeError as exc:
+                seen.append(str(exc))
+            return "guarded"
+
+        def carry(step):
+            raise RuntimeError("the look broke")
+        assert executor.run(plan(), carry) == "guarded"
+        assert seen == ["the look broke"]
+
+    def test_an_error_the_plan_does_not_catch_reaches_the_caller(self):
+        """Unguarded, the carry's error leaves ``run`` as it was raised."""
+        def plan():
+            yield Step(Kind.LOOK, "acme")
+
+        def carry(step):
+            raise KeyError("acme")
+        with pytest.raises(KeyError):
+            executor.run(plan(), carry)

@@ -119,7 +119,6 @@ class SharePolicy:
         """Re-read who waits, what runs, the usage, weights and caps (a background pass)."""
         if not self.enabled:
             return
-        read_at = self.clock.time()  # a charge known before this is in the usage read below
         records = self.jobs.open_jobs(("queued", "running"))
         waiting = {r.tenant_id for r in records if r.status.value == "queued"}
         elsewhere: dict[str, list[float]] = {}
@@ -132,10 +131,12 @@ class SharePolicy:
         counters = self.leases.counters()
         here = self._here()
         configs = self.tenants.list()
+        read_at = self.clock.time()  # a charge known before this is in the usage read next
+        usage = self.leases.usage()
         view = ShareView(
             waiting=frozenset(waiting),
             elsewhere={t: tuple(s) for t, s in elsewhere.items()},
-            usage=self.leases.usage(),
+            usage=usage,
             inflight_elsewhere={t: max(0, c.inflight - here.get(t, 0))
                                 for t, c in counters.items()},
             weights={c.tenant_id: c.weight for c in configs if c.weight is not None},
@@ -187,9 +188,9 @@ class SharePolicy:
                  ending: str | None = None) -> list[policy.TenantShare]:
         """The rule's view now: every tenant running or waiting, with its usage so far;
         the job of epoch *ending* counts in its tenant's usage, not among its slots."""
-        view, now, mono = self.view(), self.clock.time(), self.clock.monotonic()
-        with self._lock:
-            charged = {t: list(c) for t, c in self._charged.items()}
+        now, mono = self.clock.time(), self.clock.monotonic()
+        with self._lock:  # the view and the charges it has not read, as one
+            view, charged = self._view, {t: list(c) for t, c in self._charged.items()}
         mine: dict[str, list[float]] = {}
         own = self._here(ending)
         for job in self.running.snapshot():

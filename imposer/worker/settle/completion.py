@@ -80,6 +80,8 @@ class Settlement:
     state: Settled
     #: The hand-over its release tried in this pass (each is tried by one pass only).
     handed: Handed | None = None
+    #: Fair share: what the release this pass committed charged, (seconds, ended at).
+    charged: tuple[float, float] | None = None
 
 
 class Completer:
@@ -122,7 +124,7 @@ class Completer:
         a later step failed, so the successor is started (or its note let go)
         once.
         """
-        handed = None
+        handed = charged = None
         try:
             if job.status is None:
                 job = self._decide(job)
@@ -132,17 +134,19 @@ class Completer:
                     job, handed = self._hand_over(job, fields, also)
                 if not job.released:
                     job = self._release(job, fields, also)
+                # as ``LeaseStore`` charged it: launch to the decision, ending at the decision
+                charged = max(0.0, job.decided_at - job.lease.acquired_at), job.decided_at
             if job.status == JobStatus.SUCCEEDED and not job.promoted:
                 job = self._promote(job)
         except LeaseLost:
             self.table.remove(job)
             return Settlement(state=Settled.LOST, handed=handed)
         except BackendError as exc:
-            return Settlement(state=self._later(job, exc), handed=handed)
+            return Settlement(state=self._later(job, exc), handed=handed, charged=charged)
         self._message(job)
         self._done(job)
         self.table.remove(job)
-        return Settlement(state=Settled.DONE, handed=handed)
+        return Settlement(state=Settled.DONE, handed=handed, charged=charged)
 
     def hand_back(self, job: Running) -> None:
         """On stop: release an unfinished job as queued, its message visible for others."""

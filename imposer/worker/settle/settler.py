@@ -33,6 +33,7 @@ from imposer.worker.settle.promise import Promise, Promiser
 from imposer.worker.settle.refill import Refiller
 from imposer.worker.settle.successor import Successors
 
+
 class Settler:
     """Take each finished job from its fate to its slot's next owner."""
 
@@ -71,12 +72,10 @@ class Settler:
         job = self.completer.decide(job)  # its end is recorded before any start
         promise, job = yield from self.promise_slot(job, stopping)
         settlement = self.completer.settle(job)
+        if self.shares is not None and settlement.charged is not None:
+            self.shares.charged(job.request.tenant_id, *settlement.charged)
         if self.shares is not None and settlement.state is Settled.DONE and job.finished:
             self.shares.ran(job.request.tenant_id, job.finished - job.started)
-            if job.decided_at is not None:  # as the release charged it (``LeaseStore``)
-                self.shares.charged(job.request.tenant_id,
-                                    max(0.0, job.decided_at - job.lease.acquired_at),
-                                    job.decided_at)
         if settlement.handed is not None and \
                 self.successors.start(settlement.handed, job.slot, stopping):
             handover = settlement.handed.handover
