@@ -7,8 +7,9 @@ next ``Step``, or None when nothing more is to be done. ``executor`` asks it aga
 and again, folding what each step found into the next standing (notes read, a look
 at the queue, a start that failed); the caller (``Settler`` before a release,
 ``Refiller`` for the rest) carries each step out against SQS and DynamoDB. The
-simulator runs the same executor on its virtual fleet (``imposer.sim.handoff``). The rules are ``policy``'s (``may_hand_off``,
-``borrow_turns``, ``own_first``); fair share's answers are computed by ``SharePolicy``.
+simulator runs the same executor on its virtual fleet (``imposer.sim.handoff``). The
+rules are ``policy``'s (``may_hand_off``, ``borrow_turns``, ``own_first``); fair
+share's answers are computed by ``SharePolicy``.
 A step names a tenant from counts alone, so a job's urgency never moves a slot between
 tenants; which of the tenant's waiting jobs then takes it is ``in_turn``'s.
 
@@ -56,8 +57,6 @@ class Standing:
 
     free: int  #: free slots of this host now
     stopping: bool = False  #: the worker is stopping: nothing more starts
-    #: The parent may look at the queue before a release (``Intake.look``).
-    lookable: bool = True
     #: Tenants this host parked or read notes of lately (``HandOff.parked_tenants``).
     parked: tuple[str, ...] = ()
     #: Tenants found at their cap less than a second ago (the dispatcher's memo).
@@ -144,8 +143,7 @@ def _releasing(s: Standing, t: Releasing, rules: Rules) -> Step:
     last = not rules.may_hand_off(s.free)  # the slot is for the queue, unless a look...
     read = s.reads.get(t.tenant)
     if read is None:
-        if last and (not s.lookable or not rules.may_hand_off(s.free, True)
-                     or t.tenant not in s.parked):
+        if last and (not rules.may_hand_off(s.free, True) or t.tenant not in s.parked):
             return Step(Kind.LEAVE)  # (no read for a tenant not parked here lately)
         return Step(Kind.READ, t.tenant)
     if read in (Read.FAILED, Read.PAUSED) or s.yields_to is not None:

@@ -102,10 +102,9 @@ class TestBeforeTheRelease:
 
     @pytest.mark.parametrize("standing", [
         Standing(free=1, parked=()),                       # not parked lately: no read
-        Standing(free=1, parked=("acme",), lookable=False),  # no look possible
         Standing(free=0, parked=("acme",)),                # no slot at all
         Standing(free=3, parked=("acme",), stopping=True),  # stopping
-    ], ids=["not-parked-lately", "no-look", "none-free", "stopping"])
+    ], ids=["not-parked-lately", "none-free", "stopping"])
     def test_no_promise_costs_nothing(self, standing):
         """Where no promise may be made, the release is a plain one with no read."""
         assert kinds(steps(standing, Releasing("acme"))) == [("leave", None)]
