@@ -10,7 +10,8 @@ from imposer.worker.policy import (  # noqa: F401 (re-exported)
     RECEIVE_MAX,
 )
 
-#: AWS calls the parent makes for each step, as the worker's code makes them.
+#: AWS calls the parent makes for each step, as the worker's code makes them: each entry is
+#: measured against the worker's own part at the boto3 boundary (tests/sim/test_costs.py).
 CALLS = {
     "receive": 1,             # ReceiveMessage (the receiver thread's, beside the parent)
     "cap": 1,                 # the tenant's cap (GetItem), once per cap_cache_seconds a host
@@ -23,8 +24,8 @@ CALLS = {
     "succeeded": 5,           # release, plate HeadObject + CopyObject + DeleteObject, delete
     "failed": 2,              # release, DeleteMessage
     "retry": 3,               # job GetItem (failures so far), release, visibility
-    "dead": 5,                # job GetItem, release, dead-letter claim, DLQ SendMessage,
-    #                           DeleteMessage
+    "dead": 6,                # job GetItem, release, dead-letter claim, DLQ SendMessage,
+    #                           the claim recorded sent, DeleteMessage
     "requeue": 2,             # release, visibility
     "give_back": 1,           # visibility 0: a message the receive brought beyond the slots
 }

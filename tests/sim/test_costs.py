@@ -1,0 +1,186 @@
+"""The simulator's cost table is what the worker spends, counted at the boto3 boundary.
+
+Every calls-per-job figure the simulator reports, and every guard in
+tests/sim/test_headlines.py that rests on one, charges a step the AWS calls
+``imposer.sim.state.CALLS`` gives it. Here each step is made by the worker's
+own part (the receive, the cap read, the acquire, the park, the deferral, the
+notes read, the give-back, and the settle of each fate) on the local stack,
+and the calls boto3 sent (``session.CALLS``, the counter every client has)
+must be the table's: a change to the worker that costs a call more fails here,
+not in a 17-minute benchmark.
+"""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from imposer.aws import session
+from imposer.aws.s3 import Storage
+from imposer.client import submit
+from imposer.models import Fate, JobRequest, Outcome, S3Uri, TenantConfig
+from imposer.sim.state import CALLS
+from imposer.worker.dispatch.contention import ContentionMeter
+from imposer.worker.dispatch.deferral import Deferral
+from imposer.worker.dispatch.handoff import HandOff
+from imposer.worker.messages import Messages
+from imposer.worker.running import Running, RunningTable
+from imposer.worker.settle.completion import Completer, Settled
+from imposer.worker.threads.rollup import RollupRecorder
+from tests.fixtures.jobs import request
+from tests.fixtures.pdfs import numbered_pdf
+from tests.fixtures.workers import layout
+
+
+def spent(step) -> tuple[dict[str, int], object]:
+    """The AWS calls boto3 sent while *step* ran, by operation (tables folded), and its
+    result. A queue's URL is looked up once a process (the DLQ's at its first dead letter),
+    not once a job: ``GetQueueUrl`` is left out."""
+    session.CALLS.reset()
+    result = step()
+    calls: dict[str, int] = {}
+    for name, n in session.CALLS.snapshot().items():
+        op = name.split("@")[0]
+        if op != "sqs.GetQueueUrl":
+            calls[op] = calls.get(op, 0) + n
+    return calls, result
+
+
+def received(backends, req: JobRequest, clock, visibility: float = 60):
+    """*req*'s message sent and received, hidden for *visibility* seconds of *clock*'s."""
+    backends.queue.send(req.to_body(), req.tenant_id)
+    (message,) = backends.queue.receive(1, 1, visibility)
+    return attrs.evolve(message, visible_until=clock.time() + visibility)
+
+
+@pytest.fixture
+def messages(backends, settings, clock):
+    return Messages(backends.queue, settings, clock)
+
+
+@pytest.fixture
+def deferral(backends, settings, clock, messages):
+    return Deferral(tenants=backends.tenants, jobs=backends.jobs, messages=messages,
+                    handoff=HandOff(settings, backends.waiting, messages, clock),
+                    metrics=backends.metrics,
+                    contention=ContentionMeter(settings.slots, 5.0, clock, backends.metrics,
+                                               settings.host_id),
+                    rollups=RollupRecorder(backends.rollups, settings.host_id,
+                                           settings.slots, clock), clock=clock)
+
+
+class TestReceiving:
+    def test_a_receive_is_one_call(self, backends):
+        backends.queue.send(request().to_body(), "acme")
+        calls, got = spent(lambda: backends.queue.receive(10, 1, 60))
+        assert len(got) == 1
+        assert calls == {"sqs.ReceiveMessage": CALLS["receive"]}
+
+    def test_a_cap_is_read_once_per_cache_window(self, backends, settings, clock):
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=2))
+        assert settings.cap_cache_seconds > 0
+        calls, cap = spent(lambda: backends.tenants.cap_for("acme"))
+        assert cap == 2 and calls == {"dynamodb.GetItem": CALLS["cap"]}
+        again, _ = spent(lambda: backends.tenants.cap_for("acme"))
+        assert again == {}, "within cap_cache_seconds a host reads no cap"
+
+    def test_an_acquire_is_one_transaction(self, backends, settings, clock):
+        """The tenant's cap read aside (its own entry, once per cache window)."""
+        req = request()
+        message = received(backends, req, clock)
+        backends.tenants.cap_for(req.tenant_id)
+        calls, got = spent(lambda: backends.leases.acquire(
+            req, settings.host_id, 0, message.sent_at, message.receipt))
+        assert got.lease is not None
+        assert calls == {"dynamodb.TransactWriteItems": CALLS["acquire"]}
+
+    def test_a_give_back_is_one_visibility_change(self, backends, messages, clock):
+        message = received(backends, request(), clock)
+        calls, ok = spent(lambda: messages.give_back(message))
+        assert ok and calls == {"sqs.ChangeMessageVisibility": CALLS["give_back"]}
+
+
+class TestWaiting:
+    def test_a_park_at_cap_is_one_transaction(self, backends, settings, clock, deferral):
+        """The receive's visibility (a lease TTL) covers the park window: no visibility
+        change, the note and the job's waiting note in one write."""
+        req = request()
+        message = received(backends, req, clock, visibility=settings.park_seconds + 30)
+        calls, _ = spent(lambda: deferral.at_cap(req, message, cap=1))
+        assert calls == {"dynamodb.TransactWriteItems": CALLS["park"]}
+        assert [n.job_id for n in backends.waiting.oldest("acme")] == [req.job_id]
+
+    def test_a_paused_tenants_deferral_is_its_note_and_a_visibility_change(
+            self, backends, clock, deferral):
+        req = request()
+        message = received(backends, req, clock)
+        calls, _ = spent(lambda: deferral.at_cap(req, message, cap=0))
+        assert sum(calls.values()) == CALLS["defer"]
+        assert calls["sqs.ChangeMessageVisibility"] == 1
+        assert backends.waiting.oldest("acme") == [], "a paused tenant's message is not parked"
+
+    def test_a_read_of_a_tenants_notes_is_one_query(self, backends, settings, clock, messages):
+        handoff = HandOff(settings, backends.waiting, messages, clock)
+        for _ in range(3):
+            req = request()
+            handoff.park(req, received(backends, req, clock, visibility=settings.park_seconds + 30))
+        calls, (notes, fresh) = spent(lambda: handoff.notes("acme"))
+        assert fresh and len(notes) == 3
+        assert calls == {"dynamodb.Query": CALLS["notes"]}
+
+
+def completer_for(settings, backends, clock, max_attempts: int) -> Completer:
+    return Completer(host_id=settings.host_id, max_attempts=max_attempts,
+                     heartbeat=settings.heartbeat_seconds, table=RunningTable(),
+                     leases=backends.leases, jobs=backends.jobs, outbox=backends.outbox,
+                     storage=Storage(settings.region),
+                     messages=Messages(backends.queue, settings, clock),
+                     metrics=backends.metrics,
+                     rollups=RollupRecorder(backends.rollups, settings.host_id, settings.slots,
+                                            clock), clock=clock)
+
+
+#: The sim's fate -> the child's report that makes it, and the attempts allowed (the
+#: dead one's single attempt is its last).
+FATES = {"succeeded": (Fate.SUCCEEDED, 3), "failed": (Fate.FAILED, 3),
+         "retry": (Fate.RETRY, 3), "dead": (Fate.RETRY, 1), "requeue": (Fate.REQUEUE, 3)}
+
+
+class TestSettling:
+    @pytest.mark.parametrize("fate", sorted(FATES))
+    def test_each_fates_settle_costs_what_the_table_says(self, fate, settings, backends,
+                                                         clock, tmp_path):
+        """A real job received, leased and (a success) its attempt's plate uploaded as a
+        child would; its settle, without a hand-over, spends ``CALLS[fate]``."""
+        report, attempts = FATES[fate]
+        completer = completer_for(settings, backends, clock, attempts)
+        submit("acme", numbered_pdf(tmp_path / "art.pdf", 2), layout(),
+               bucket=settings.bucket, queue=settings.queue_name)
+        (message,) = backends.queue.receive(1, 1, 60)
+        req = JobRequest.from_body(message.body)
+        lease = backends.leases.acquire(req, settings.host_id, 0, message.sent_at,
+                                        message.receipt).lease
+        if report == Fate.SUCCEEDED:
+            completer.storage.upload(numbered_pdf(tmp_path / "plate.pdf", 2),
+                                     S3Uri.parse(req.attempt_uri(lease.epoch)),
+                                     epoch=lease.epoch)
+        job = Running(slot=0, request=req, message=message, lease=lease,
+                      started=clock.monotonic())
+        completer.table.add(job)
+        job = completer.finished(job, Outcome(
+            job_id=req.job_id, fate=report, reason=None if report == Fate.SUCCEEDED else "no",
+            error_kind=None if report == Fate.SUCCEEDED else "tool"))
+        calls, settlement = spent(lambda: completer.settle(job))
+        assert settlement.state is Settled.DONE
+        record = backends.jobs.get("acme", req.job_id)
+        assert record.status.value == {"requeue": "retrying", "retry": "retrying"}.get(
+            fate, fate)
+        assert sum(calls.values()) == CALLS[fate], calls
+        assert calls["dynamodb.TransactWriteItems"] == 1, "one release, no hand-over"
+
+
+def test_the_table_names_every_step_measured_here():
+    """Nothing in the cost table goes unmeasured (a new entry needs its case here)."""
+    measured = {"receive", "cap", "acquire", "give_back", "park", "defer", "notes"} | set(FATES)
+    assert set(CALLS) == measured
+    assert attrs.has(Running)
