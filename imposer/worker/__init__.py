@@ -22,6 +22,7 @@ runs (and the stores) from Settings, ``allocation`` is the one decision of who
 gets each free slot and ``executor`` the one loop that asks it step by step (the
 settler and the refill carry its steps out; the simulator runs both on its fleet),
 ``steps`` their words, ``policy`` holds the pure rules both share, ``messages`` owns a message's fate, ``running`` the table of
-this host's jobs, ``overrun`` the limit of a job's run, ``timing`` every share
-of the lease TTL, and ``boot`` and ``signals`` start and stop it.
+this host's jobs, ``overrun`` the limit of a job's run, ``reaping`` where a
+job's run ends (a child's report, a kill), ``timing`` every share of the lease TTL,
+and ``boot`` and ``signals`` start and stop it.
 """

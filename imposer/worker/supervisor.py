@@ -16,31 +16,21 @@ import logging
 import threading
 
 from imposer.aws import session
-from imposer.aws.sqs import JobQueue
-from imposer.clock import Clock
 from imposer.logs import extra, guard
-from imposer.metrics import Metrics
-from imposer.models import Fate, Outcome
 from imposer.models.exits import Exit
 from imposer.settings import Settings
-from imposer.state.leases import LeaseStore
 from imposer.worker import executor
-from imposer.worker.boot import Patience, StoppedWhileBooting, check_resources
-from imposer.worker.dispatch.borrowing import BorrowPolicy
+from imposer.worker.boot import Startup
 from imposer.worker.dispatch.dispatcher import Dispatcher
 from imposer.worker.dispatch.pool import Pool
-from imposer.worker.dispatch.shares import SharePolicy
-from imposer.worker.messages import Messages
-from imposer.worker.overrun import OverrunPolicy
+from imposer.worker.reaping import Reaper
 from imposer.worker.receive.intake import Intake
 from imposer.worker.receive.receiver import Receiver
 from imposer.worker.running import RunningTable
-from imposer.worker.settle.completion import Completer
 from imposer.worker.settle.refill import Refiller
 from imposer.worker.settle.settler import Settler
 from imposer.worker.signals import StopRequests
 from imposer.worker.steps import Step
-from imposer.worker.threads import sweep as sweeping
 from imposer.worker.threads.rollup import RollupRecorder
 
 logger = logging.getLogger(__name__)
@@ -52,24 +42,17 @@ class Supervisor:
     Built by ``imposer.worker.wiring.build``, which makes every part it runs.
     """
 
-    def __init__(self, settings: Settings, *, clock: Clock, metrics: Metrics,
-                 queue: JobQueue, leases: LeaseStore, messages: Messages, pool: Pool,
-                 running: RunningTable, stops: StopRequests, receiver: Receiver,
-                 intake: Intake, dispatch: Dispatcher, settler: Settler, completer: Completer,
-                 refill: Refiller, borrowing: BorrowPolicy, shares: SharePolicy,
-                 overrun: OverrunPolicy, rollups: RollupRecorder,
-                 threads: list[threading.Thread], max_jobs: int | None = None,
-                 exit_when_idle: bool = False) -> None:
-        self.settings, self.clock, self.metrics = settings, clock, metrics
-        self.queue, self.leases, self.messages = queue, leases, messages
-        self.pool, self.running, self.stops = pool, running, stops
+    def __init__(self, settings: Settings, *, stops: StopRequests, startup: Startup,
+                 reaper: Reaper, threads: list[threading.Thread], receiver: Receiver,
+                 intake: Intake, dispatch: Dispatcher, settler: Settler, refill: Refiller,
+                 running: RunningTable, pool: Pool, rollups: RollupRecorder,
+                 max_jobs: int | None = None, exit_when_idle: bool = False) -> None:
+        self.settings, self.stops, self.startup, self.reaper = settings, stops, startup, reaper
         self.drain, self.fast = stops.drain, stops.fast
-        self.receiver, self.intake, self.dispatch = receiver, intake, dispatch
-        self.settler, self.completer, self.refill = settler, completer, refill
-        self.borrowing, self.shares = borrowing, shares
-        self.overrun, self.rollups = overrun, rollups
         #: The side threads, each checked by ``check_health`` (the receiver too, once up).
-        self.threads = threads
+        self.threads, self.receiver = threads, receiver
+        self.intake, self.dispatch, self.settler, self.refill = intake, dispatch, settler, refill
+        self.running, self.pool, self.rollups = running, pool, rollups
         self.max_jobs = max_jobs
         self.exit_when_idle = exit_when_idle
         #: Set once the pool and the threads are up.
@@ -105,36 +88,11 @@ class Supervisor:
         return self.exit_code
 
     def boot(self) -> bool:
-        """Reach AWS (riding out a network that is not up yet), clear leftovers, start.
-
-        Return False when told to stop before AWS answered: nothing was started
-        and nothing is held, so there is nothing to hand back.
-        """
-        self.stops.install()
-        self.pool.clear_leftovers()  # before AWS: an earlier run's helper must not outlive it
-        patiently = Patience(self.settings.boot_retry_seconds, self.clock, self.drain,
-                             self.fast)
-        try:
-            patiently("boot", lambda: check_resources(self.queue, self.leases.dynamo,
-                                                      self.settings))
-            orphans = patiently("boot", lambda: sweeping.reclaim_host(
-                self.leases, self.metrics, self.settings.host_id, self.messages))
-            if self.settings.borrow:
-                patiently("borrow view", self.borrowing.refresh)
-            if self.shares.enabled:
-                patiently("share view", self.shares.refresh)
-        except StoppedWhileBooting as exc:
-            logger.info("stopped while booting: %s", exc,
-                        extra=extra("stopped", started=0, booted=False))
+        """Reach AWS (riding out a network that is not up yet), clear leftovers, start
+        (``Startup``). False when told to stop before AWS answered: nothing was started
+        and nothing is held, so there is nothing to hand back."""
+        if not self.startup():
             return False
-        logger.info("starting %s slots on host %s (engine %s); reclaimed %s orphaned lease(s)",
-                    self.settings.slots, self.settings.host_id, self.settings.engine,
-                    len(orphans), extra=extra("boot", host=self.settings.host_id,
-                                              slots=self.settings.slots,
-                                              reclaimed=len(orphans)))
-        self.pool.start()
-        for thread in self.threads:
-            thread.start()
         self.booted.set()
         return True
 
@@ -145,21 +103,12 @@ class Supervisor:
 
     # -- finished jobs and health ----------------------------------------------
     def collect_finished(self, wait: float | None = None) -> None:
-        """Take the outcomes the pool has for us; their slots are free from now on."""
+        """Take the outcomes the pool has for us (``Reaper``); their slots are free from now
+        on. By default the wait ends with a child's result or the receive's, or when the
+        intake may ask again (``Intake.may_wait``)."""
         if wait is None:
-            wait = 0.5
-            if self.receiver.busy or self.drain.is_set():
-                pass  # woken by a child or by the receive's result, whichever comes first
-            elif self.pool.free() and not self.fast.is_set():
-                wait = max(0.0, min(0.5, self.intake.paused_until - self.clock.monotonic()))
-        for event in self.pool.wait(wait, (self.receiver.wake_fd,)):
-            job = self.running.in_slot(event.slot)
-            if job is None:
-                continue
-            outcome = event.outcome or Outcome(
-                job_id=job.request.job_id, fate=Fate.RETRY, error_kind="child_died",
-                reason=f"pool worker died (exit code {event.exitcode})")
-            self.completer.finished(job, outcome)
+            wait = self.intake.may_wait(self.drain.is_set() or self.fast.is_set())
+        self.reaper.collect(wait)
 
     def settle_finished(self, force: bool = False) -> None:
         """Settle every finished job that is due, each slot passing to its next owner
@@ -182,26 +131,8 @@ class Supervisor:
                 self.fast.set()
 
     def check_overruns(self) -> None:
-        """Kill the slot of a job whose lease was lost or that ran past its limit.
-
-        A result already waiting in the slot's pipe is collected first, never
-        thrown away by a kill.
-        """
-        now = self.clock.monotonic()
-        for job in self.running.running():
-            if self.pool.has_result(job.slot):
-                continue
-            if job.lost:
-                self.pool.kill(job.slot)
-                self.running.remove(job)
-                logger.error("killed job %s: its lease was reclaimed; the message will return",
-                             job.request.key, extra=extra("job_abandoned", job.request.tenant_id,
-                                                          job.request.job_id))
-            elif self.overrun.overran(job.started, now):
-                self.pool.kill(job.slot)
-                self.completer.finished(job, Outcome(
-                    job_id=job.request.job_id, fate=Fate.RETRY, error_kind="timeout",
-                    reason=f"job ran past {self.overrun.limit:.0f}s; its pool worker was killed"))
+        """Kill the slot of a job whose lease was lost or that ran past its limit."""
+        self.reaper.check_overruns()
 
     # -- new work ---------------------------------------------------------------
     def restart_parked(self) -> None:
@@ -239,20 +170,15 @@ class Supervisor:
         Even a fast stop first reads the results already waiting in the pipes:
         a job that finished is settled, never returned to run again.
         """
-        self.collect_finished(wait=0 if self.fast.is_set() else 0.5)
+        fast = self.fast.is_set()
+        self.collect_finished(wait=0 if fast else 0.5)
         self.settle_finished(force=True)
-        for event in self.pool.stop(timeout=0 if self.fast.is_set() else 5):
-            job = self.running.in_slot(event.slot)
-            if job is not None:
-                self.completer.finished(job, event.outcome)
+        self.reaper.stop_pool(timeout=0 if fast else 5)
         self.settle_finished(force=True)
         for thread in self.threads:
             thread.stop()
-        for message in self.intake.take_looked() + self.receiver.stop(
-                0 if self.fast.is_set() else self.settings.poll_seconds + 5):
-            self.messages.give_back_quietly(message)
-        for job in self.running.snapshot():
-            self.completer.hand_back(job)
+        self.intake.give_back_all(0 if fast else self.settings.poll_seconds + 5)
+        self.reaper.hand_back()
         self.parked_returned += self.dispatch.give_back_parked()
         self.rollups.flush()
         logger.info("stopped (started %s job(s); %s parked message(s) given back)",

@@ -94,8 +94,10 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     from imposer.worker.dispatch.launch import Launcher
     from imposer.worker.dispatch.pool import Pool
     from imposer.worker.dispatch.shares import SharePolicy
+    from imposer.worker.boot import Startup, check_resources
     from imposer.worker.messages import Messages
     from imposer.worker.overrun import OverrunPolicy
+    from imposer.worker.reaping import Reaper
     from imposer.worker.receive.intake import Intake
     from imposer.worker.receive.receiver import Receiver
     from imposer.worker.receive.senders import SenderCheck
@@ -185,10 +187,17 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
         threads.append(Periodic("share-view", s.redrive_seconds,
                                 ShareGaps(shares, metrics).refresh))
     threads.append(sender)
+    stops = StopRequests(s.grace_seconds, clock)
+    views = [("borrow view", borrowing.refresh)] * s.borrow + \
+        [("share view", shares.refresh)] * shares.enabled
+    startup = Startup(
+        s, clock=clock, stops=stops, pool=pool, threads=threads,
+        reach=lambda: check_resources(b.queue, leases.dynamo, s),
+        reclaim=lambda: sweeping.reclaim_host(leases, metrics, s.host_id, messages),
+        views=views)
+    reaper = Reaper(pool=pool, running=running, completer=completer, overrun=overrun,
+                    clock=clock, wake=(receiver.wake_fd,))
     return Supervisor(
-        s, clock=clock, metrics=metrics, queue=b.queue, leases=leases, messages=messages,
-        pool=pool, running=running, stops=StopRequests(s.grace_seconds, clock),
-        receiver=receiver, intake=intake, dispatch=dispatch, settler=settler,
-        completer=completer, refill=refill, borrowing=borrowing,
-        shares=shares, overrun=overrun, rollups=rollups, threads=threads,
-        max_jobs=max_jobs, exit_when_idle=exit_when_idle)
+        s, stops=stops, startup=startup, reaper=reaper, threads=threads, receiver=receiver,
+        intake=intake, dispatch=dispatch, settler=settler, refill=refill, running=running,
+        pool=pool, rollups=rollups, max_jobs=max_jobs, exit_when_idle=exit_when_idle)

@@ -78,7 +78,7 @@ class TestResultsAreNeverThrownAway:
         """A job past its limit whose result already waits is settled, not killed and retried."""
         supervisor, backends, clock = by_hand
         job = start_one(supervisor, settings, tmp_path)
-        clock.advance(supervisor.overrun.limit + 1)
+        clock.advance(supervisor.reaper.overrun.limit + 1)
         supervisor.check_overruns()
         assert supervisor.pool.has_result(0), "the result was thrown away with a kill"
         supervisor.collect_finished(wait=0)

@@ -376,8 +376,8 @@ class TestRoomForParking:
             backends.jobs.note_waiting(request(tenant), clock.time(), "parked")  # more queued
         (held,) = submit_jobs(supervisor.settings, tmp_path, "heavy", 1, layout())
         (light,) = submit_jobs(supervisor.settings, tmp_path, "light", 1, layout())
-        supervisor.shares.refresh()
-        assert supervisor.shares.view().waiting == {"heavy", "light"}
+        supervisor.dispatch.shares.refresh()
+        assert supervisor.dispatch.shares.view().waiting == {"heavy", "light"}
         messages = received_hidden(backends, clock, 2)
         session.CALLS.reset()
         supervisor.dispatch.take_batch(messages, [], lambda: False)
@@ -403,9 +403,9 @@ class TestHandOverWithTheRelease:
         fair share on too (the ending job's slot is not counted as still held)."""
         with one_running_one_parked(settings, tmp_path, share_half_life) as (
                 supervisor, backends, gate, first, parked):
-            if supervisor.shares.enabled:
-                supervisor.shares.refresh()  # the view knows acme's cap of 1 and its usage
-                assert supervisor.shares.cap_of("acme") == 1
+            if supervisor.dispatch.shares.enabled:
+                supervisor.dispatch.shares.refresh()  # the view knows acme's cap of 1 and its usage
+                assert supervisor.dispatch.shares.cap_of("acme") == 1
             session.CALLS.reset()
             gate.touch()
             settle_until_started(supervisor, parked, "the parked job to start with the release")
@@ -513,7 +513,7 @@ class TestBorrowedStartWithTheRelease:
             assert len(supervisor.pool.free()) == 1, "the reserve is kept free"
             assert record_of(backends, lent).status is JobStatus.SUCCEEDED
             assert backends.waiting.oldest("acme") == []
-            assert supervisor.metrics.totals[("borrowed", (("tenant_id", "acme"),))] == 2, \
+            assert supervisor.dispatch.metrics.totals[("borrowed", (("tenant_id", "acme"),))] == 2, \
                 "the first borrow and the one with the release"
 
     def test_a_release_tried_again_after_the_reserve_was_taken_starts_nothing(
@@ -529,7 +529,7 @@ class TestBorrowedStartWithTheRelease:
                                    layout(fake_until=gates[own]))
             messages = wait_for(lambda: backends.queue.receive(10, 1, 600), 30,
                                 "globex's message")
-            dynamo, failed = supervisor.leases.dynamo, []
+            dynamo, failed = supervisor.dispatch.leases.dynamo, []
             transact = dynamo.transact
 
             def flaky(items, what, token=None):
@@ -547,7 +547,7 @@ class TestBorrowedStartWithTheRelease:
             assert promised.lease.borrowed and len(supervisor.pool.free()) == 2
             supervisor.dispatch.take_batch(messages, supervisor.pool.free(), lambda: False)
             assert record_of(backends, quiet).status is JobStatus.RUNNING
-            supervisor.clock.advance(30)  # past the release's retry
+            supervisor.dispatch.clock.advance(30)  # past the release's retry
             supervisor.settle_finished()
             assert record_of(backends, lent).status is JobStatus.SUCCEEDED
             record = record_of(backends, promised.request.job_id)

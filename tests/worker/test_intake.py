@@ -58,9 +58,14 @@ class TestFill:
                 filled_until(intake, lambda: intake.paused_until > clock.monotonic(),
                              f"receive failure {failures}")
                 assert intake.paused_until == clock.monotonic() + delay
+                # the loop waits on the pool until a receive may be asked again; stopping,
+                # it waits as long as it may (no receive is asked then)
+                assert (intake.may_wait(False, most=10), intake.may_wait(True, most=10)) == (
+                    delay, 10)
                 intake.fill(never, None)
                 assert not supervisor.receiver.busy, "a receive was asked while backing off"
                 clock.advance(delay)
+                assert intake.may_wait(False, most=10) == 0
             warnings = [line for line in logged() if line.get("action") == "receive_error"]
             assert [line["failures"] for line in warnings] == [1, 2]
         finally:

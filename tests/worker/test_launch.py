@@ -42,7 +42,7 @@ def launch(supervisor, request, message, free, lease, received_at: float | None 
     """Launch as dispatch does, the message received at *received_at* (monotonic; now)."""
     return supervisor.dispatch.launcher.launch(
         request, message, free, lease,
-        received_at=supervisor.clock.monotonic() if received_at is None else received_at)
+        received_at=supervisor.dispatch.clock.monotonic() if received_at is None else received_at)
 
 
 class TestLaunch:

@@ -29,7 +29,7 @@ class TestTheLastFreeSlot:
                                                              parked, quiet):
             assert record_of(backends, parked).status is JobStatus.QUEUED
             assert supervisor.refill.owes, "acme is owed the hand-off"
-            supervisor.clock.advance(0.5)  # the rest of the pass, before the next fill
+            supervisor.dispatch.clock.advance(0.5)  # the rest of the pass, before the next fill
             with caplog.at_level(logging.INFO, logger="imposer"):
                 supervisor.fill_free_slots()  # what the look brought is dispatched first
             assert record_of(backends, quiet).status is JobStatus.RUNNING
@@ -54,8 +54,8 @@ class TestTheLastFreeSlot:
                                                              parked, quiet):
             assert len(supervisor.pool.free()) == 1
             supervisor.intake.empty_poll = True  # the last receive found the queue empty
-            supervisor.borrowing.refresh()  # a new read of the waiting view: acme below cap
-            assert "acme" in supervisor.borrowing.view().below_cap
+            supervisor.dispatch.borrowing.refresh()  # a new read of the waiting view: acme below cap
+            assert "acme" in supervisor.dispatch.borrowing.view().below_cap
             supervisor.restart_parked()
             assert record_of(backends, parked).status is JobStatus.QUEUED
             supervisor.fill_free_slots()

@@ -106,7 +106,7 @@ class TestSettler:
         with one_finished_one_parked(settings, tmp_path) as (supervisor, backends, first,
                                                              parked):
             (job,) = supervisor.running.settling()
-            job = supervisor.completer.decide(job)
+            job = supervisor.reaper.completer.decide(job)
             promise, job = settled(supervisor, supervisor.settler.promise_slot(job, never))
             assert promise is Promise.MADE and job.handover.note.job_id == parked
             backends.dynamo.transact([backends.waiting.claim_op(job.handover.note)],

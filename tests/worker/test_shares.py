@@ -144,7 +144,7 @@ class TestOutpaced:
         being 4)."""
         supervisor, backends, clock = unstarted_sharing(settings, tmp_path)
         backends.leases.acquire(request("heavy"), "elsewhere", 0)
-        supervisor.shares.refresh()
+        supervisor.dispatch.shares.refresh()
         backends.leases.acquire(request("heavy"), "elsewhere", 1)  # since the view's read
         (job,) = submit_jobs(supervisor.settings, tmp_path, "heavy", 1, layout())
         messages = received_hidden(backends, clock, 1)

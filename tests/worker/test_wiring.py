@@ -16,27 +16,29 @@ class TestBuild:
         supervisor = build(settings, backends=backends, pool=Pool(1, settings))
         assert isinstance(supervisor, Supervisor)
         d, settler = supervisor.dispatch, supervisor.settler
-        parts = [supervisor, d, d.launcher, d.deferral, settler, settler.successors,
-                 supervisor.completer,
-                 supervisor.refill.starts, supervisor.intake, supervisor.shares,
+        parts = [supervisor.reaper, supervisor.startup, d, d.launcher, d.deferral, settler, settler.successors,
+                 supervisor.reaper.completer,
+                 supervisor.refill.starts, supervisor.intake, supervisor.dispatch.shares,
                  supervisor.stops, d.handoff]
         assert {id(p.clock) for p in parts} == {id(backends.clock)}
-        assert {id(p.metrics) for p in (supervisor, d, d.launcher, d.vet, d.deferral,
-                                        settler.successors, supervisor.completer,
+        assert {id(p.metrics) for p in (d, d.launcher, d.vet, d.deferral,
+                                        settler.successors, supervisor.reaper.completer,
                                         supervisor.refill.starts)} == \
             {id(backends.metrics)}
         assert {id(t) for t in (supervisor.running, d.launcher.running, settler.running,
-                                supervisor.completer.table, supervisor.shares.running)} == \
+                                supervisor.reaper.completer.table, supervisor.reaper.running,
+                                supervisor.dispatch.shares.running)} == \
             {id(supervisor.running)}
-        assert d.storage is supervisor.completer.storage
-        assert {id(p.pool) for p in (supervisor, d.launcher, settler, settler.promiser,
+        assert d.storage is supervisor.reaper.completer.storage
+        assert {id(p.pool) for p in (supervisor, supervisor.reaper, supervisor.startup,
+                                     d.launcher, settler, settler.promiser,
                                      settler.successors, supervisor.intake)} == \
             {id(supervisor.pool)}
         assert settler.promiser.starts is supervisor.refill.starts, "one starter of parked jobs"
         assert {id(p.handoff) for p in (d, settler.promiser, settler.successors)} == \
             {id(d.handoff)}
-        assert {id(p.timing) for p in (supervisor.messages, d.launcher, d.handoff)} == \
-            {id(supervisor.messages.timing)}, "one LeaseTiming, built in the composition root"
+        assert {id(p.timing) for p in (supervisor.intake.messages, d.launcher, d.handoff)} == \
+            {id(supervisor.intake.messages.timing)}, "one LeaseTiming, built in the composition root"
 
     def test_the_settler_asks_the_parent_to_look_at_the_queue(self, settings, backends):
         """The one cycle of the parent (the intake refills through the refiller; a promise
@@ -58,7 +60,13 @@ class TestBuild:
         shared = settings.evolve(share_half_life=600.0)
         on = build(shared, backends=backends, pool=Pool(1, shared))
         assert "share-view" in [t.name for t in on.threads]
-        assert on.shares.enabled and not off.shares.enabled
+        assert on.dispatch.shares.enabled and not off.dispatch.shares.enabled
+        assert off.startup.threads is off.threads, "the boot starts the threads health checks"
+        # the boot reads each background view once, as its thread will: borrowing's, then
+        # fair share's only when it is on
+        assert [what for what, _ in off.startup.views] == ["borrow view"] * settings.borrow
+        assert [what for what, _ in on.startup.views] == ["borrow view"] * shared.borrow + [
+            "share view"]
 
     def test_without_backends_it_connects_from_the_settings(self, settings):
         """``build(settings)`` alone connects the stores itself, and sizes the pool and the
@@ -67,4 +75,4 @@ class TestBuild:
         assert supervisor.settings is settings
         assert len(supervisor.pool.slots) == settings.slots
         assert (supervisor.max_jobs, supervisor.exit_when_idle) == (3, True)
-        assert supervisor.leases.table == settings.leases_table
+        assert supervisor.dispatch.leases.table == settings.leases_table

@@ -143,6 +143,20 @@ class Intake:
             logger.info("draining: gave back %s message(s) a receive still in flight brought",
                         len(messages), extra=extra("drain_give_back", count=len(messages)))
 
+    def may_wait(self, stopping: bool, most: float = 0.5) -> float:
+        """How long the loop may wait on the pool before the intake has work: *most* while
+        a receive is out (its answer wakes the loop) or the worker stops; with a slot free,
+        only until a receive may be asked again."""
+        if self.receiver.busy or stopping or not self.pool.free():
+            return most
+        return max(0.0, min(most, self.paused_until - self.clock.monotonic()))
+
+    def give_back_all(self, timeout: float) -> None:
+        """At the stop: the receive stopped (*timeout* for one in flight to answer), and what
+        it and a look brought given back, visible to other hosts at once."""
+        for message in self.take_looked() + self.receiver.stop(timeout):
+            self.messages.give_back_quietly(message)
+
     def idle(self) -> bool:
         """The last receive found nothing, and the queue holds nothing this host could take.
 
