@@ -132,8 +132,18 @@ def queue_shape(attributes: dict[str, str]) -> dict[str, Any]:
 
 
 def provision(settings: Settings) -> list[Row]:
-    """Make every resource imposer needs; return one Row per resource."""
-    rows = []
+    """Make every resource imposer needs; return one Row per resource (what was done, and
+    how one that exists differs from what init would make)."""
+    done, rows = create(settings), []
+    for row in drift(settings):
+        said = [done.get(row.name) or "exists"] + ([row.done] if row.done != "matches" else [])
+        rows.append(attrs.evolve(row, done="; ".join(said)))
+    return rows
+
+
+def create(settings: Settings) -> dict[str, str]:
+    """Make every resource imposer needs, comparing nothing; resource name -> what was
+    done, for those something was done to (``provision`` adds the comparison)."""
     queue = JobQueue(settings.region, settings.queue_name, settings.dlq_name)
     made = queue.ensure({settings.dlq_name: queue_attributes(settings, None)})
     made.update(queue.ensure({settings.queue_name: queue_attributes(
@@ -147,10 +157,7 @@ def provision(settings: Settings) -> list[Row]:
         storage.configure_bucket(settings.bucket, bucket_settings(settings))
         done[settings.bucket] = "created"
     done.update({name: "created" for name, created in made.items() if created})
-    for row in drift(settings):
-        said = [done.get(row.name) or "exists"] + ([row.done] if row.done != "matches" else [])
-        rows.append(attrs.evolve(row, done="; ".join(said)))
-    return rows
+    return {name: what for name, what in done.items() if what}
 
 
 def drift(settings: Settings) -> list[Row]:
