@@ -2,8 +2,9 @@
 
 A message flows through the subpackages in the order of their names below:
 
-    receive/    the long poll (``receiver``), what to ask for next (``intake``), and
-                the vetting of a message before any slot is spent on it
+    receive/    the long poll (``receiver``), what to ask for next (``intake``), the
+                vetting of a message before any slot is spent on it, and whether any
+                work is left for this host (``leftover``)
     dispatch/   a vetted message becomes a running job: lease it (``dispatcher``),
                 launch it in a ``pool`` slot, or park it at its tenant's cap
                 (``deferral``, ``handoff``), lend an idle slot (``borrowing``), hold

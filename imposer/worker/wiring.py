@@ -99,6 +99,7 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     from imposer.worker.overrun import OverrunPolicy
     from imposer.worker.reaping import Reaper
     from imposer.worker.receive.intake import Intake
+    from imposer.worker.receive.leftover import WorkLeft
     from imposer.worker.receive.receiver import Receiver
     from imposer.worker.receive.senders import SenderCheck
     from imposer.worker.receive.vetting import Vetting
@@ -157,8 +158,7 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     refill = Refiller(slots=s.slots, starts=starts, dispatch=dispatch, handoff=handoff,
                       borrowing=borrowing, shares=shares)
     intake = Intake(receiver=receiver, dispatch=dispatch, refill=refill, pool=pool,
-                    queue=b.queue, messages=messages, jobs=b.jobs, tenants=b.tenants,
-                    clock=clock)
+                    messages=messages, left=WorkLeft(b.queue, b.jobs, b.tenants), clock=clock)
     completer = Completer(
         host_id=s.host_id, max_attempts=s.max_attempts, heartbeat=s.heartbeat_seconds,
         table=running, leases=leases, jobs=b.jobs, outbox=b.outbox, storage=storage,

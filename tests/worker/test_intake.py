@@ -130,4 +130,4 @@ class TestIdle:
         submit_jobs(settings, tmp_path, "acme", 1, layout())
         filled_until(supervisor.intake, lambda: supervisor.intake.idle(),
                      "the paused tenant's message to be set aside")
-        assert supervisor.intake.paused_messages() == 1 and not len(supervisor.running)
+        assert supervisor.intake.left.paused_messages() == 1 and not len(supervisor.running)

@@ -4,7 +4,7 @@ The receive itself runs in a thread (``receiver``); this asks it for a
 message per free slot and room for parking (``policy.receive_size``),
 hands what it brought to the dispatcher, backs off when SQS fails for a
 reason that may pass, and says when the queue holds nothing this host could
-still take (``--exit-when-idle``).
+still take (``--exit-when-idle``, read by ``leftover``).
 """
 
 from __future__ import annotations
@@ -13,17 +13,15 @@ import logging
 from typing import Callable
 
 from imposer import backoff
-from imposer.aws.sqs import JobQueue
 from imposer.clock import Clock
 from imposer.errors import BackendError, MissingResource
 from imposer.logs import extra
 from imposer.models import Received
-from imposer.state.jobs import JobStore
-from imposer.state.tenants import TenantStore
 from imposer.worker import policy
 from imposer.worker.dispatch.dispatcher import Dispatcher
 from imposer.worker.messages import Messages
 from imposer.worker.dispatch.pool import Pool
+from imposer.worker.receive.leftover import WorkLeft
 from imposer.worker.receive.receiver import Receiver
 from imposer.worker.settle.refill import Refiller
 
@@ -34,11 +32,9 @@ class Intake:
     """Keep the free slots asked for, and the receive's failures paced."""
 
     def __init__(self, *, receiver: Receiver, dispatch: Dispatcher, refill: Refiller,
-                 pool: Pool, queue: JobQueue, messages: Messages, jobs: JobStore,
-                 tenants: TenantStore, clock: Clock) -> None:
+                 pool: Pool, messages: Messages, left: WorkLeft, clock: Clock) -> None:
         self.receiver, self.dispatch, self.refill, self.pool = receiver, dispatch, refill, pool
-        self.queue, self.messages, self.jobs, self.tenants = queue, messages, jobs, tenants
-        self.clock = clock
+        self.messages, self.left, self.clock = messages, left, clock
         self._failures = 0
         #: Monotonic time before which no receive is asked (backing off a failure).
         self.paused_until = 0.0
@@ -158,23 +154,6 @@ class Intake:
             self.messages.give_back_quietly(message)
 
     def idle(self) -> bool:
-        """The last receive found nothing, and the queue holds nothing this host could take.
-
-        Messages in flight that are parked jobs of paused tenants (cap 0) do
-        not count: they wait for an operator, not for us.
-        """
-        if not self.empty_poll:
-            return False
-        try:
-            depth = self.queue.depth()
-        except BackendError:
-            return False
-        return depth["visible"] + depth["delayed"] == 0 and \
-            depth["in_flight"] <= self.paused_messages()
-
-    def paused_messages(self) -> int:
-        """Queued jobs of paused tenants (cap 0)."""
-        paused = {t for t, cap in self.tenants.caps().items() if cap <= 0}
-        if not paused:
-            return 0
-        return sum(1 for r in self.jobs.open_jobs(("queued",)) if r.tenant_id in paused)
+        """The last receive found nothing, and the queue holds nothing this host could take
+        (``WorkLeft``: paused tenants' jobs in flight do not count)."""
+        return self.empty_poll and self.left.none()
