@@ -264,6 +264,33 @@ class TestNoReachingThrough:
         assert reach_throughs([bad]) == ["bad.py:5: self.dispatch.launcher.started"]
 
 
+def built_where(paths, name: str = "from_settings") -> list[str]:
+    """Each module of *paths* that calls ``LeaseTiming.<name>``, by its path under imposer/."""
+    out = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr == name and \
+                    getattr(node.value, "id", None) == "LeaseTiming":
+                out.append(path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT)
+                           else path.name)
+                break
+    return out
+
+
+class TestOneTiming:
+    def test_the_lease_timing_is_built_only_by_the_composition_roots(self):
+        """Every share of the lease TTL the parent acts on comes from one LeaseTiming made
+        by ``wiring.build`` and handed to each part (test_wiring checks it is one object);
+        no part builds its own from Settings. The operator commands are their own root."""
+        assert built_where(sorted(ROOT.rglob("*.py"))) == ["cli/worker.py",
+                                                           "worker/wiring.py"]
+
+    def test_a_part_that_builds_one_is_named(self, tmp_path):
+        bad = tmp_path / "bad.py"
+        bad.write_text("def f(s):\n    return LeaseTiming.from_settings(s).ttl\n")
+        assert built_where([bad]) == ["bad.py"]
+
+
 def reserved_log_fields(paths) -> list[tuple[str, int, str]]:
     """Every ``extra(...)`` call that names a LogRecord attribute, as (file, line, field):
     logging raises KeyError ("Attempt to overwrite ...") at that call, so the line is lost

@@ -19,6 +19,7 @@ from imposer.cli.common import (
 )
 from imposer.models.exits import Exit
 from imposer.settings import Settings
+from imposer.worker.timing import LeaseTiming
 
 
 @click.command()
@@ -107,7 +108,8 @@ def sweep(settings: Settings, once: bool, as_json: bool) -> None:
 
     backends = connect(settings)
     while True:
-        messages = Messages(backends.queue, settings, backends.clock)
+        messages = Messages(backends.queue, settings, backends.clock,
+                            LeaseTiming.from_settings(settings))
         report = run_sweep(backends.leases, backends.metrics, settings.host_id, messages)
         if as_json:
             click.echo(json.dumps({"reclaimed": [l.job_id for l in report.reclaimed],

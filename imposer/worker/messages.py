@@ -34,11 +34,11 @@ class Messages:
     """Carry out a message's fate on the job queue, with the delays the settings give."""
 
     def __init__(self, queue: JobQueue, settings: Settings, clock: Clock,
-                 timing: LeaseTiming | None = None) -> None:
+                 timing: LeaseTiming) -> None:
         self.queue = queue
         self.settings = settings
-        #: The parent's one LeaseTiming (``wiring.build``); a test may leave it to Settings.
-        self.timing = timing or LeaseTiming.from_settings(settings)
+        #: The parent's one LeaseTiming (``wiring.build``).
+        self.timing = timing
         self.clock = clock
 
     # -- while the job runs ----------------------------------------------------

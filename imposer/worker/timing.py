@@ -50,6 +50,11 @@ class LeaseTiming:
         """Seconds before its lease expires by which a job's tools must stop."""
         return FENCE_SHARE * self.ttl
 
+    def tools_may_run(self, lease_left: float) -> float:
+        """Seconds a job's tools may still run when its lease has *lease_left* seconds: they
+        stop the fence margin before the lease could be reclaimed (``Pool.fence``)."""
+        return lease_left - self.fence_margin
+
     def renew_before_launch(self, expires_at: float, now: float) -> bool:
         """Say whether a lease expiring at *expires_at* must be renewed before its job starts
         at *now*: its acquire took so long that the sweep could reclaim a starting job."""

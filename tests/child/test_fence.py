@@ -19,7 +19,7 @@ from imposer.client import submit
 from imposer.errors import LeaseExpired
 from imposer.models import Fate, S3Uri, TaskSpec
 from imposer.worker.dispatch.pool import Pool
-from imposer.worker.timing import FENCE_SHARE
+from imposer.worker.timing import FENCE_SHARE, LeaseTiming
 from tests.fixtures.pdfs import numbered_pdf
 from tests.fixtures.workers import layout
 
@@ -111,14 +111,17 @@ class TestFencedTask:
 
 class TestPoolFence:
     def test_a_renewal_moves_only_its_own_attempts_deadline(self, settings, tmp_path):
-        """The deadline is the lease's expiry less a share of the TTL; a renewal of an
-        attempt that has left the slot changes nothing."""
+        """The deadline is the lease's expiry less a share of the TTL (the time the renewal
+        lets the tools run, ``LeaseTiming.tools_may_run``); a renewal of an attempt that
+        has left the slot changes nothing."""
         pool = Pool(1, settings.evolve(work_dir=str(tmp_path / "work")))
         slot = pool.slots[0]
         slot.epoch = "e1"  # as submit leaves it
-        before = time.monotonic()
-        pool.fence(0, "e1", 100.0)
         margin = FENCE_SHARE * settings.lease_ttl_seconds
+        run_for = LeaseTiming.from_settings(settings).tools_may_run(100.0)
+        assert run_for == 100 - margin
+        before = time.monotonic()
+        pool.fence(0, "e1", run_for)
         assert before + 100 - margin <= slot.deadline.value <= time.monotonic() + 100 - margin
         moved = slot.deadline.value
         pool.fence(0, "e0", 1000.0)

@@ -27,6 +27,7 @@ from imposer.worker.messages import Messages
 from imposer.worker.running import Running, RunningTable
 from imposer.worker.settle.completion import Completer, Settled
 from imposer.worker.threads.rollup import RollupRecorder
+from imposer.worker.timing import LeaseTiming
 from tests.fixtures.jobs import request
 from tests.fixtures.pdfs import numbered_pdf
 from tests.fixtures.workers import layout
@@ -55,13 +56,14 @@ def received(backends, req: JobRequest, clock, visibility: float = 60):
 
 @pytest.fixture
 def messages(backends, settings, clock):
-    return Messages(backends.queue, settings, clock)
+    return Messages(backends.queue, settings, clock, LeaseTiming.from_settings(settings))
 
 
 @pytest.fixture
 def deferral(backends, settings, clock, messages):
     return Deferral(tenants=backends.tenants, jobs=backends.jobs, messages=messages,
-                    handoff=HandOff(settings, backends.waiting, messages, clock),
+                    handoff=HandOff(settings, backends.waiting, messages, clock,
+                                    LeaseTiming.from_settings(settings)),
                     metrics=backends.metrics,
                     contention=ContentionMeter(settings.slots, 5.0, clock, backends.metrics,
                                                settings.host_id),
@@ -120,7 +122,8 @@ class TestWaiting:
         assert backends.waiting.oldest("acme") == [], "a paused tenant's message is not parked"
 
     def test_a_read_of_a_tenants_notes_is_one_query(self, backends, settings, clock, messages):
-        handoff = HandOff(settings, backends.waiting, messages, clock)
+        handoff = HandOff(settings, backends.waiting, messages, clock,
+                          LeaseTiming.from_settings(settings))
         for _ in range(3):
             req = request()
             handoff.park(req, received(backends, req, clock, visibility=settings.park_seconds + 30))
@@ -134,7 +137,8 @@ def completer_for(settings, backends, clock, max_attempts: int) -> Completer:
                      heartbeat=settings.heartbeat_seconds, table=RunningTable(),
                      leases=backends.leases, jobs=backends.jobs, outbox=backends.outbox,
                      storage=Storage(settings.region),
-                     messages=Messages(backends.queue, settings, clock),
+                     messages=Messages(backends.queue, settings, clock,
+                                       LeaseTiming.from_settings(settings)),
                      metrics=backends.metrics,
                      rollups=RollupRecorder(backends.rollups, settings.host_id, settings.slots,
                                             clock), clock=clock)

@@ -23,6 +23,7 @@ from imposer.worker.running import Running, RunningTable
 from imposer.worker.settle.completion import Completer, Settled
 from imposer.worker.threads import sweep as sweeping
 from imposer.worker.threads.rollup import RollupRecorder
+from imposer.worker.timing import LeaseTiming
 from tests.fixtures.jobs import record_of
 from tests.fixtures.pdfs import numbered_pdf
 from tests.fixtures.workers import layout
@@ -34,7 +35,8 @@ def completer(settings, backends, clock):
                      heartbeat=settings.heartbeat_seconds, table=RunningTable(),
                      leases=backends.leases, jobs=backends.jobs, outbox=backends.outbox,
                      storage=Storage(settings.region),
-                     messages=Messages(backends.queue, settings, clock),
+                     messages=Messages(backends.queue, settings, clock,
+                                       LeaseTiming.from_settings(settings)),
                      metrics=backends.metrics,
                      rollups=RollupRecorder(backends.rollups, settings.host_id, settings.slots,
                                             clock), clock=clock)

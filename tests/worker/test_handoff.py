@@ -20,6 +20,7 @@ from imposer.worker.dispatch.handoff import HandOff
 from imposer.worker.messages import Messages
 from imposer.worker.dispatch.pool import Pool
 from imposer.worker.wiring import build, connect
+from imposer.worker.timing import LeaseTiming
 from tests.fixtures.jobs import record_of, request
 from tests.fixtures.parents import (
     last_slot_held,
@@ -40,7 +41,9 @@ from tests.fixtures.workers import (
 
 def host(settings, backends, clock) -> HandOff:
     """One host's parking and hand-off, on the test's tables and queue."""
-    return HandOff(settings, backends.waiting, Messages(backends.queue, settings, clock), clock)
+    timing = LeaseTiming.from_settings(settings)
+    return HandOff(settings, backends.waiting, Messages(backends.queue, settings, clock, timing),
+                   clock, timing)
 
 
 def received(backends, req: JobRequest):
@@ -174,7 +177,9 @@ class TestParking:
         The message of the note still parked is visible again at once.
         """
         handoff = HandOff(settings.evolve(park_seconds=60.0), backends.waiting,
-                          Messages(backends.queue, settings, clock), clock)
+                          Messages(backends.queue, settings, clock,
+                                   LeaseTiming.from_settings(settings)),
+                          clock, LeaseTiming.from_settings(settings.evolve(park_seconds=60.0)))
         reqs = [attrs.evolve(request(), submitted_at=clock.time() - 10 + i) for i in range(3)]
         for req in reqs:
             handoff.park(req, received(backends, req))
@@ -257,7 +262,9 @@ class TestParking:
     def test_a_reparked_message_replaces_its_stale_note(self, backends, settings, clock):
         """The same job parked again (new receipt) leaves one note, with the new receipt."""
         handoff = HandOff(settings.evolve(park_seconds=0), backends.waiting,
-                          Messages(backends.queue, settings, clock), clock)
+                          Messages(backends.queue, settings, clock,
+                                   LeaseTiming.from_settings(settings)),
+                          clock, LeaseTiming.from_settings(settings.evolve(park_seconds=0)))
         req = request()
         backends.queue.send(req.to_body(), "acme")
         first = backends.queue.receive(1, 1, 60)[0]

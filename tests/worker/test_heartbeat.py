@@ -14,7 +14,7 @@ from imposer.worker.threads.heartbeat import LeaseRenewer, MessageHolder
 from imposer.worker.messages import Messages
 from imposer.worker.overrun import OverrunPolicy
 from imposer.worker.running import Running, RunningTable
-from imposer.worker.timing import LeaseTiming
+from imposer.worker.timing import FENCE_SHARE, LeaseTiming
 from imposer.worker.threads.sweep import sweep
 from tests.fixtures.jobs import request
 
@@ -86,15 +86,17 @@ class TestLeaseRenewer:
         assert errors(caplog) == ["lease_lost"]
 
     def test_a_renewal_moves_the_running_jobs_fence(self, backends, renewing, clock):
-        """Each renewal tells the slot's child how long the lease now runs; a job that
-        already reported (its slot may run another) moves no fence."""
+        """Each renewal tells the slot's child how long its tools may now run: the lease's
+        new time left less the fence margin; a job that already reported (its slot may run
+        another) moves no fence."""
         table, renewer = renewing
         moved = []
-        renewer.fence = lambda slot, epoch, left: moved.append((slot, epoch, left))
+        renewer.fence = lambda slot, epoch, run_for: moved.append((slot, epoch, run_for))
         clock.advance(2.0)
         renewer.beat()
         (job,) = table.snapshot()
-        assert moved == [(0, job.epoch, backends.settings.lease_ttl_seconds)]
+        ttl = backends.settings.lease_ttl_seconds
+        assert moved == [(0, job.epoch, ttl - FENCE_SHARE * ttl)]
         settled(table, JobStatus.SUCCEEDED)
         renewer.beat()
         assert len(moved) == 1
@@ -116,7 +118,8 @@ class TestMessageHolder:
         table = RunningTable()
         table.add(Running(slot=0, request=req, message=message, lease=lease,
                           started=clock.monotonic()))
-        holder = MessageHolder(table, Messages(backends.queue, settings, clock))
+        holder = MessageHolder(table, Messages(backends.queue, settings, clock,
+                                               LeaseTiming.from_settings(settings)))
 
         def beat() -> dict[str, int]:
             session.CALLS.reset()

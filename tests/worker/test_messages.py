@@ -14,6 +14,7 @@ from imposer.errors import BackendError
 from imposer.models import JobRequest
 from imposer.worker.messages import Messages
 from imposer.worker.threads.sweep import sweep
+from imposer.worker.timing import LeaseTiming
 from tests.fixtures.jobs import request
 
 
@@ -39,7 +40,8 @@ def depth(queue) -> dict[str, int]:
 class TestMessages:
     def test_defer_pushes_back_for_the_deferral(self, settings, queue, clock):
         """A deferred message stays invisible for the deferral delay, then comes back."""
-        messages = Messages(queue, settings.evolve(defer_seconds=600), clock)
+        messages = Messages(queue, settings.evolve(defer_seconds=600), clock,
+                            LeaseTiming.from_settings(settings))
         req = request()
         publish(queue, req)
         message = receive_one(queue, visibility=0.0)
@@ -50,7 +52,8 @@ class TestMessages:
     def test_defer_republishes_before_the_redrive_count(self, settings, queue):
         """At the re-publish receive count a fresh copy goes in, keeping the first submission."""
         clock = ManualClock(start=2_000_000_000.0)
-        messages = Messages(queue, settings.evolve(republish_receive_count=2), clock)
+        messages = Messages(queue, settings.evolve(republish_receive_count=2), clock,
+                            LeaseTiming.from_settings(settings))
         req = request()
         publish(queue, req)
         first = receive_one(queue, visibility=0)
@@ -69,7 +72,7 @@ class TestMessages:
     def test_give_back_makes_it_visible_now(self, settings, queue, clock, give_back, answer):
         """A message given back (quietly: no error to hand back) is visible to the next
         receive at once."""
-        messages = Messages(queue, settings, clock)
+        messages = Messages(queue, settings, clock, LeaseTiming.from_settings(settings))
         publish(queue, request())
         message = receive_one(queue, visibility=600)
         assert getattr(messages, give_back)(message) is answer
@@ -80,7 +83,8 @@ class TestMessages:
         """A give-back SQS refuses (here: the queue is gone) is handed back, not raised: the
         message comes back by itself when its visibility runs out."""
         gone = JobQueue(settings.region, f"{settings.queue_name}-gone", settings.dlq_name)
-        failed = Messages(gone, settings, clock).give_back_quietly("a-receipt")
+        gone_messages = Messages(gone, settings, clock, LeaseTiming.from_settings(settings))
+        failed = gone_messages.give_back_quietly("a-receipt")
         assert isinstance(failed, BackendError) and "gone" in str(failed)
 
     def test_a_reclaim_that_cannot_give_back_says_so_and_goes_on(self, settings, backends,
@@ -93,14 +97,14 @@ class TestMessages:
         clock.advance(settings.lease_ttl_seconds + 1)
         gone = JobQueue(settings.region, f"{settings.queue_name}-gone", settings.dlq_name)
         report = sweep(backends.leases, backends.metrics, "test-host",
-                       Messages(gone, settings, clock))
+                       Messages(gone, settings, clock, LeaseTiming.from_settings(settings)))
         assert [l.job_id for l in report.reclaimed] == [req.job_id]
         assert [r.job_id for r in caplog.records
                 if getattr(r, "action", None) == "message_return_skipped"] == [req.job_id]
 
     def test_a_receipt_no_longer_ours_is_refused_not_raised(self, settings, queue, clock):
         """Holding a message that was deleted meanwhile says False instead of failing."""
-        messages = Messages(queue, settings, clock)
+        messages = Messages(queue, settings, clock, LeaseTiming.from_settings(settings))
         publish(queue, request())
         message = receive_one(queue)
         messages.finish(message)
@@ -108,7 +112,7 @@ class TestMessages:
 
     def test_dead_letter_carries_the_reason(self, settings, queue, clock):
         """A dead-lettered message lands in the DLQ with imposer_error and leaves the queue."""
-        messages = Messages(queue, settings, clock)
+        messages = Messages(queue, settings, clock, LeaseTiming.from_settings(settings))
         publish(queue, request())
         messages.dead_letter(receive_one(queue), "too many failures: boom")
         sqs = boto3.client("sqs")

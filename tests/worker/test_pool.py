@@ -55,7 +55,7 @@ class TestPool:
         plate is at its attempt's key."""
         gate = tmp_path / "gate"
         spec = spec_for(settings, pool, 1, tmp_path, fake_until=gate)
-        pool.submit(1, spec, lease_left=60.0)
+        pool.submit(1, spec, run_for=60.0)
         assert (pool.free(), pool.busy_count()) == ([0], 1)
         gate.touch()
         (event,) = events_of(pool, "the job's outcome")
@@ -69,7 +69,7 @@ class TestPool:
         """kill -9 of a busy child: its slot reports the exit code, the tool it started is
         killed, its work directory emptied, and a fresh child runs the slot's next job."""
         spec = spec_for(settings, pool, 0, tmp_path, fake_hang=1)
-        pool.submit(0, spec, lease_left=60.0)
+        pool.submit(0, spec, run_for=60.0)
         tool = wait_for(lambda: tool_processes(spec.request.job_id), 60, "the tool")[0]
         tool.parent().kill()
         (event,) = events_of(pool, "the child's death")
@@ -78,7 +78,7 @@ class TestPool:
         assert list(pool.slot_dir(0).iterdir()) == []
         (line,) = [r for r in logged() if r.get("action") == "child_died"]
         assert (line["slot"], line["exitcode"], line["level"]) == (0, -9, "ERROR")
-        pool.submit(0, spec_for(settings, pool, 0, tmp_path), lease_left=60.0)
+        pool.submit(0, spec_for(settings, pool, 0, tmp_path), run_for=60.0)
         (event,) = events_of(pool, "the next job on the fresh child")
         assert (event.slot, event.outcome.fate) == (0, Fate.SUCCEEDED)
 
@@ -86,19 +86,19 @@ class TestPool:
         """Killing a slot (an overrun, a lost lease) ends its child and tools at once; the
         slot is free for the next job and reports nothing for the killed one."""
         spec = spec_for(settings, pool, 0, tmp_path, fake_hang=1)
-        pool.submit(0, spec, lease_left=60.0)
+        pool.submit(0, spec, run_for=60.0)
         wait_for(lambda: tool_processes(spec.request.job_id), 60, "the tool")
         pool.kill(0)
         wait_for(lambda: not tool_processes(spec.request.job_id), 30, "the killed slot's tool")
         assert pool.free() == [0, 1] and pool.wait(0.5) == []
-        pool.submit(0, spec_for(settings, pool, 0, tmp_path), lease_left=60.0)
+        pool.submit(0, spec_for(settings, pool, 0, tmp_path), run_for=60.0)
         (event,) = events_of(pool, "the next job")
         assert (event.slot, event.outcome.fate) == (0, Fate.SUCCEEDED)
 
     def test_stop_hands_over_a_result_already_sent(self, settings, pool, tmp_path):
         """A job that finished just before the stop is returned by ``stop``, not lost."""
         spec = spec_for(settings, pool, 0, tmp_path)
-        pool.submit(0, spec, lease_left=60.0)
+        pool.submit(0, spec, run_for=60.0)
         wait_for(lambda: pool.has_result(0), 60, "the child's result in the pipe")
         (event,) = pool.stop(timeout=5)
         assert (event.slot, event.outcome.job_id, event.outcome.fate) == (

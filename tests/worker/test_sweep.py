@@ -9,6 +9,7 @@ from imposer.models import JobStatus, counter_key
 from imposer.worker.messages import Messages
 from imposer.worker.threads.sweep import reclaim_expired, reclaim_host, sweep
 from imposer.worker.wiring import connect
+from imposer.worker.timing import LeaseTiming
 from tests.fixtures.jobs import record_of, request
 
 
@@ -65,8 +66,8 @@ class TestSweep:
         (message,) = backends.queue.receive(1, 1, 300)
         backends.leases.acquire(request(job="j1"), "host-a", 0, receipt=message.receipt)
         clock.advance(settings.lease_ttl_seconds + 1)
-        sweep(backends.leases, backends.metrics, messages=Messages(backends.queue, settings,
-                                                                   clock))
+        messages = Messages(backends.queue, settings, clock, LeaseTiming.from_settings(settings))
+        sweep(backends.leases, backends.metrics, messages=messages)
         again = backends.queue.receive(1, 1, 30)
         assert [m.message_id for m in again] == [message.message_id]
 

@@ -17,6 +17,7 @@ from imposer.models.signature import header, verify
 from imposer.worker.messages import Messages
 from imposer.worker.receive.senders import SenderCheck
 from imposer.worker.receive.vetting import Vetting
+from imposer.worker.timing import LeaseTiming
 from tests.fixtures.jobs import record_of, request
 from tests.fixtures.webhooks import receiver  # noqa: F401 (fixture)
 from tests.webhooks.test_outbox import SECRET, sender_for
@@ -45,7 +46,7 @@ def python_body(settings, webhook: str | None, **fields) -> str:
 
 @pytest.fixture
 def vet(settings, backends, clock):
-    messages = Messages(backends.queue, settings, clock)
+    messages = Messages(backends.queue, settings, clock, LeaseTiming.from_settings(settings))
     senders = SenderCheck(backends.tenants, trusted="", require=False,
                           whoami=lambda: "AROAWORKER:i-0host1")
     return Vetting(bucket=settings.bucket, jobs=backends.jobs, messages=messages,

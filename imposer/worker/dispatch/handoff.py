@@ -68,9 +68,9 @@ class HandOff:
     """Park capped messages and list a tenant's oldest parked ones."""
 
     def __init__(self, settings: Settings, waiting: WaitingStore, messages: Messages,
-                 clock: Clock, timing: LeaseTiming | None = None) -> None:
+                 clock: Clock, timing: LeaseTiming) -> None:
         self.settings, self.waiting, self.messages, self.clock = settings, waiting, messages, clock
-        self.timing = timing or LeaseTiming.from_settings(settings)
+        self.timing = timing
         self._mine: dict[tuple[str, str], Parked] = {}
         #: tenant -> (monotonic time read, the notes of that Query not yet taken)
         self._read: dict[str, tuple[float, list[Parked]]] = {}

@@ -33,11 +33,11 @@ class Launcher:
     def __init__(self, settings: Settings, *, leases: LeaseStore, pool: Pool,
                  running: RunningTable, rollups: RollupRecorder, contention: ContentionMeter,
                  overrun: OverrunPolicy, metrics: Metrics, clock: Clock,
-                 timing: LeaseTiming | None = None) -> None:
+                 timing: LeaseTiming) -> None:
         self.settings, self.leases, self.pool, self.running = settings, leases, pool, running
         self.rollups, self.contention, self.overrun = rollups, contention, overrun
         self.metrics, self.clock = metrics, clock
-        self.timing = timing or LeaseTiming.from_settings(settings)
+        self.timing = timing
         #: Jobs started by this host since it booted.
         self.started = 0
 
@@ -88,7 +88,8 @@ class Launcher:
         self.pool.submit(slot, TaskSpec(
             request=request, timeout=self.overrun.tool_timeout, epoch=lease.epoch,
             upload_to=request.attempt_uri(lease.epoch), workdir=str(self.pool.slot_dir(slot)),
-            owner=self.pool.owner(slot)), lease_left=lease.expires_at - self.clock.time())
+            owner=self.pool.owner(slot)),
+            run_for=self.timing.tools_may_run(lease.expires_at - self.clock.time()))
         # (a start after the due time: each such start, a retry's included)
         late_by = None if request.due is None or lease.acquired_at <= request.due \
             else lease.acquired_at - request.due

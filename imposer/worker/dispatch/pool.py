@@ -36,7 +36,6 @@ from imposer.child import cleanup
 from imposer.child.main import child_main
 from imposer.logs import extra
 from imposer.settings import Settings
-from imposer.worker.timing import LeaseTiming
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +70,6 @@ class Pool:
         if context == "forkserver":
             self.ctx.set_forkserver_preload(["imposer.child.main", "imposer.child.task"])
         self.slots = [_Slot(i, deadline=self.ctx.RawValue("d", 0.0)) for i in range(size)]
-        self.margin = LeaseTiming.from_settings(settings).fence_margin
         self._fence_lock = threading.Lock()
         self._cleared = False
         #: This run of the host, named after this process: tools and directories of runs
@@ -133,11 +131,12 @@ class Pool:
     def busy_count(self) -> int:
         return sum(s.busy for s in self.slots)
 
-    def submit(self, index: int, spec: Any, lease_left: float) -> None:
+    def submit(self, index: int, spec: Any, run_for: float) -> None:
         """Send *spec* to slot *index*'s child, replacing (once) a child that died idle.
 
-        *lease_left* is how many seconds the job's lease has still to run: its
-        tools stop a margin before then, unless ``fence`` moves it on. A child
+        *run_for* is how many seconds the job's tools may run (its lease's time
+        left less the fence margin, ``LeaseTiming.tools_may_run``): they stop
+        then, unless ``fence`` moves it on. A child
         can die between the loop's last look at the pool and this send; the
         job never reached it, so it goes to a fresh child, no failure.
         """
@@ -145,7 +144,7 @@ class Pool:
         assert not slot.busy, f"slot {index} is busy"
         with self._fence_lock:
             slot.epoch = spec.epoch
-            slot.deadline.value = time.monotonic() + lease_left - self.margin
+            slot.deadline.value = time.monotonic() + run_for
         if not slot.process.is_alive():
             self._replace_idle(slot)
         slot.busy = True
@@ -156,8 +155,8 @@ class Pool:
             slot.busy = True
             slot.conn.send(spec)
 
-    def fence(self, index: int, epoch: str, lease_left: float) -> None:
-        """A renewal gave attempt *epoch* in slot *index* *lease_left* more seconds.
+    def fence(self, index: int, epoch: str, run_for: float) -> None:
+        """A renewal lets attempt *epoch* in slot *index* run *run_for* more seconds.
 
         Ignored once the slot was given another job; a renewal that lands
         after its job's child reported is ignored by the child (no job runs).
@@ -165,7 +164,7 @@ class Pool:
         slot = self.slots[index]
         with self._fence_lock:
             if slot.epoch == epoch:
-                slot.deadline.value = time.monotonic() + lease_left - self.margin
+                slot.deadline.value = time.monotonic() + run_for
 
     def _replace_idle(self, slot: _Slot) -> None:
         _stop_child(slot.process)  # (a pipe that broke under a live child: it goes too)

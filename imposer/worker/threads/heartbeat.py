@@ -68,7 +68,8 @@ class LeaseRenewer:
                                extra=extra("renew_slow", req.tenant_id, req.job_id, seconds=took))
             self.table.update(job, lease=lease)
             if self.fence is not None and not job.settling:
-                self.fence(job.slot, job.epoch, lease.expires_at - self.clock.time())
+                self.fence(job.slot, job.epoch,
+                           self.timing.tools_may_run(lease.expires_at - self.clock.time()))
 
     def lost(self, job: Running, exc: LeaseLost) -> None:
         """Flag *job* as lost, unless it was our own release that took the lease.
