@@ -265,12 +265,15 @@ class TestNoReachingThrough:
 
 
 def built_where(paths, name: str = "from_settings") -> list[str]:
-    """Each module of *paths* that calls ``LeaseTiming.<name>``, by its path under imposer/."""
+    """Each module of *paths* that builds a LeaseTiming (``LeaseTiming.<name>`` or
+    ``LeaseTiming(...)``), by its path under imposer/."""
     out = []
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Attribute) and node.attr == name and \
-                    getattr(node.value, "id", None) == "LeaseTiming":
+            built = isinstance(node, ast.Attribute) and node.attr == name and \
+                getattr(node.value, "id", None) == "LeaseTiming" or \
+                isinstance(node, ast.Call) and getattr(node.func, "id", None) == "LeaseTiming"
+            if built:
                 out.append(path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT)
                            else path.name)
                 break
@@ -288,7 +291,11 @@ class TestOneTiming:
     def test_a_part_that_builds_one_is_named(self, tmp_path):
         bad = tmp_path / "bad.py"
         bad.write_text("def f(s):\n    return LeaseTiming.from_settings(s).ttl\n")
-        assert built_where([bad]) == ["bad.py"]
+        direct = tmp_path / "direct.py"
+        direct.write_text("def f(s):\n    return LeaseTiming(ttl=s.ttl, park=s.park)\n")
+        fine = tmp_path / "fine.py"
+        fine.write_text("def f(timing):\n    return timing.ttl\n")
+        assert built_where([bad, direct, fine]) == ["bad.py", "direct.py"]
 
 
 def reserved_log_fields(paths) -> list[tuple[str, int, str]]:

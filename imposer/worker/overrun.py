@@ -13,7 +13,7 @@ import attrs
 
 @attrs.frozen(kw_only=True)
 class OverrunPolicy:
-    """How long a job may run, as the child, the heartbeat and the supervisor see it."""
+    """How long a job may run, as the child, the heartbeat and the reaper see it."""
 
     #: Seconds the tool may run before the child kills its process tree.
     job_timeout: float

@@ -170,14 +170,15 @@ class Supervisor:
         Even a fast stop first reads the results already waiting in the pipes:
         a job that finished is settled, never returned to run again.
         """
-        fast = self.fast.is_set()
-        self.collect_finished(wait=0 if fast else 0.5)
+        # (the fast flag is read before each wait: a second signal during the stop cuts the
+        # waits still to come)
+        self.collect_finished(wait=0 if self.fast.is_set() else 0.5)
         self.settle_finished(force=True)
-        self.reaper.stop_pool(timeout=0 if fast else 5)
+        self.reaper.stop_pool(timeout=0 if self.fast.is_set() else 5)
         self.settle_finished(force=True)
         for thread in self.threads:
             thread.stop()
-        self.intake.give_back_all(0 if fast else self.settings.poll_seconds + 5)
+        self.intake.give_back_all(0 if self.fast.is_set() else self.settings.poll_seconds + 5)
         self.reaper.hand_back()
         self.parked_returned += self.dispatch.give_back_parked()
         self.rollups.flush()

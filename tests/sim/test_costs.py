@@ -24,6 +24,7 @@ from imposer.worker.dispatch.contention import ContentionMeter
 from imposer.worker.dispatch.deferral import Deferral
 from imposer.worker.dispatch.handoff import HandOff
 from imposer.worker.messages import Messages
+from imposer.state.leases import Verdict
 from imposer.worker.running import Running, RunningTable
 from imposer.worker.settle.completion import Completer, Settled
 from imposer.worker.threads.rollup import RollupRecorder
@@ -35,20 +36,28 @@ from tests.fixtures.workers import layout
 
 def spent(step) -> tuple[dict[str, int], object]:
     """The AWS calls boto3 sent while *step* ran, by operation (tables folded), and its
-    result. A queue's URL is looked up once a process (the DLQ's at its first dead letter),
-    not once a job: ``GetQueueUrl`` is left out."""
+    result. Every call counts: the queues' URLs are looked up first (``warm``), as a
+    running worker has them (one lookup a process, the DLQ's at its first dead letter)."""
     session.CALLS.reset()
     result = step()
     calls: dict[str, int] = {}
     for name, n in session.CALLS.snapshot().items():
         op = name.split("@")[0]
-        if op != "sqs.GetQueueUrl":
-            calls[op] = calls.get(op, 0) + n
+        calls[op] = calls.get(op, 0) + n
     return calls, result
 
 
-def received(backends, req: JobRequest, clock, visibility: float = 60):
-    """*req*'s message sent and received, hidden for *visibility* seconds of *clock*'s."""
+@pytest.fixture(autouse=True)
+def warm(backends, settings):
+    """The queue's and the DLQ's URLs known, as in a worker that ran a while."""
+    backends.queue.url()
+    backends.queue.url(settings.dlq_name)
+
+
+def received(backends, req: JobRequest, clock, visibility: float | None = None):
+    """*req*'s message sent and received as the worker receives (hidden for a lease TTL,
+    ``LeaseTiming.visibility``, unless *visibility*), on *clock*'s time."""
+    visibility = visibility or LeaseTiming.from_settings(backends.settings).visibility
     backends.queue.send(req.to_body(), req.tenant_id)
     (message,) = backends.queue.receive(1, 1, visibility)
     return attrs.evolve(message, visible_until=clock.time() + visibility)
@@ -83,8 +92,12 @@ class TestReceiving:
         assert settings.cap_cache_seconds > 0
         calls, cap = spent(lambda: backends.tenants.cap_for("acme"))
         assert cap == 2 and calls == {"dynamodb.GetItem": CALLS["cap"]}
+        clock.advance(settings.cap_cache_seconds / 2)
         again, _ = spent(lambda: backends.tenants.cap_for("acme"))
         assert again == {}, "within cap_cache_seconds a host reads no cap"
+        clock.advance(settings.cap_cache_seconds / 2)
+        later, _ = spent(lambda: backends.tenants.cap_for("acme"))
+        assert later == {"dynamodb.GetItem": CALLS["cap"]}, "read again once the window ends"
 
     def test_an_acquire_is_one_transaction(self, backends, settings, clock):
         """The tenant's cap read aside (its own entry, once per cache window)."""
@@ -94,6 +107,40 @@ class TestReceiving:
         calls, got = spent(lambda: backends.leases.acquire(
             req, settings.host_id, 0, message.sent_at, message.receipt))
         assert got.lease is not None
+        assert calls == {"dynamodb.TransactWriteItems": CALLS["acquire"]}
+
+    def test_an_acquire_refused_at_cap_is_one_transaction(self, backends, settings, clock):
+        """The common case under a capped backlog: the transaction is cancelled at the cap
+        (the next one within the cap memo costs none: ``Dispatcher.known_capped``)."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        first, second = request(), request()
+        for req in (first, second):
+            message = received(backends, req, clock)
+            backends.tenants.cap_for(req.tenant_id)
+            calls, got = spent(lambda: backends.leases.acquire(
+                req, settings.host_id, 0, message.sent_at, message.receipt))
+        assert got.verdict is Verdict.AT_CAP
+        assert calls == {"dynamodb.TransactWriteItems": CALLS["acquire"]}
+
+    def test_a_paused_tenants_acquire_costs_nothing(self, backends, settings, clock):
+        """Cap 0: refused before any transaction (the simulator charges it no call)."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=0))
+        req = request()
+        message = received(backends, req, clock)
+        backends.tenants.cap_for(req.tenant_id)
+        calls, got = spent(lambda: backends.leases.acquire(
+            req, settings.host_id, 0, message.sent_at, message.receipt))
+        assert (got.verdict, got.cap, calls) == (Verdict.AT_CAP, 0, {})
+
+    def test_a_burst_is_one_transaction(self, backends, settings, clock):
+        """A tenant's jobs that fit under its cap start in one acquire
+        (``Dispatcher.take_bursts``): the simulator charges the burst one acquire."""
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=3))
+        burst = [(req, received(backends, req, clock)) for req in (request(), request())]
+        backends.tenants.cap_for("acme")
+        calls, (leases, cap) = spent(lambda: backends.leases.acquire_burst(
+            burst, settings.host_id, [0, 1]))
+        assert (len(leases), cap) == (2, 3)
         assert calls == {"dynamodb.TransactWriteItems": CALLS["acquire"]}
 
     def test_a_give_back_is_one_visibility_change(self, backends, messages, clock):
@@ -106,8 +153,10 @@ class TestWaiting:
     def test_a_park_at_cap_is_one_transaction(self, backends, settings, clock, deferral):
         """The receive's visibility (a lease TTL) covers the park window: no visibility
         change, the note and the job's waiting note in one write."""
+        assert LeaseTiming.from_settings(settings).visibility >= settings.park_seconds, \
+            "the one-call park needs the receive to hide the message for the park window"
         req = request()
-        message = received(backends, req, clock, visibility=settings.park_seconds + 30)
+        message = received(backends, req, clock)
         calls, _ = spent(lambda: deferral.at_cap(req, message, cap=1))
         assert calls == {"dynamodb.TransactWriteItems": CALLS["park"]}
         assert [n.job_id for n in backends.waiting.oldest("acme")] == [req.job_id]
@@ -126,7 +175,7 @@ class TestWaiting:
                           LeaseTiming.from_settings(settings))
         for _ in range(3):
             req = request()
-            handoff.park(req, received(backends, req, clock, visibility=settings.park_seconds + 30))
+            handoff.park(req, received(backends, req, clock))
         calls, (notes, fresh) = spent(lambda: handoff.notes("acme"))
         assert fresh and len(notes) == 3
         assert calls == {"dynamodb.Query": CALLS["notes"]}
@@ -183,8 +232,25 @@ class TestSettling:
         assert calls["dynamodb.TransactWriteItems"] == 1, "one release, no hand-over"
 
 
+#: Each entry of the cost table -> the case here that measures it.
+MEASURED_BY = {
+    "receive": TestReceiving.test_a_receive_is_one_call,
+    "cap": TestReceiving.test_a_cap_is_read_once_per_cache_window,
+    "acquire": TestReceiving.test_an_acquire_is_one_transaction,
+    "give_back": TestReceiving.test_a_give_back_is_one_visibility_change,
+    "park": TestWaiting.test_a_park_at_cap_is_one_transaction,
+    "defer": TestWaiting.test_a_paused_tenants_deferral_is_its_note_and_a_visibility_change,
+    "notes": TestWaiting.test_a_read_of_a_tenants_notes_is_one_query,
+    **{fate: TestSettling.test_each_fates_settle_costs_what_the_table_says for fate in FATES},
+}
+
+
 def test_the_table_names_every_step_measured_here():
-    """Nothing in the cost table goes unmeasured (a new entry needs its case here)."""
-    measured = {"receive", "cap", "acquire", "give_back", "park", "defer", "notes"} | set(FATES)
-    assert set(CALLS) == measured
-    assert attrs.has(Running)
+    """Nothing in the cost table goes unmeasured: a new entry needs its case here, and
+    each case named reads the entry it measures."""
+    import inspect
+
+    assert set(CALLS) == set(MEASURED_BY)
+    for step, case in MEASURED_BY.items():
+        source = inspect.getsource(case)
+        assert f'CALLS["{step}"]' in source or "CALLS[fate]" in source, (step, case)

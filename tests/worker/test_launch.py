@@ -7,6 +7,8 @@ pdfToolbox, the local AWS stack); each test leases a job the way dispatch does.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from imposer.client import submit
@@ -15,6 +17,7 @@ from imposer.models import JobStatus
 from imposer.models.urgency import format_due
 from imposer.reports.history import HostHour
 from imposer.worker.threads.sweep import sweep
+from imposer.worker.timing import FENCE_SHARE
 from tests.fixtures.jobs import record_of
 from tests.fixtures.pdfs import numbered_pdf
 from tests.fixtures.workers import layout
@@ -57,9 +60,15 @@ class TestLaunch:
         received_at = clock.monotonic()
         clock.advance(0.25)
         free = [0]
+        before = time.monotonic()
         assert launch(supervisor, request, message, free, lease, received_at) is True
+        after = time.monotonic()
         assert free == [] and supervisor.pool.free() == []
         assert supervisor.running.in_slot(0).request == request
+        # its tools stop the fence margin before its lease could be reclaimed
+        expires_at = supervisor.running.in_slot(0).lease.expires_at
+        run_for = expires_at - clock.time() - FENCE_SHARE * settings.lease_ttl_seconds
+        assert before + run_for <= supervisor.pool.slots[0].deadline.value <= after + run_for
         assert supervisor.dispatch.launcher.started == 1
         wait = round(lease.acquired_at - request.submitted_at, 3)
         assert wait > 0
