@@ -11,8 +11,9 @@ A message flows through the subpackages in the order of their names below:
                 it for a tenant further below its share (``shares``)
     settle/     a finished job from its fate to its slot's next owner, in one order
                 (``settler``): its slot promised to a parked job (``promise``), its
-                release, plate and message (``completion``, what the release writes
-                in ``record``), the job its slot was handed to launched
+                release and plate (``completion``, what the release writes in
+                ``record``), its message and report (``ending``), the job its slot was
+                handed to launched
                 (``successor``); the decision carried out for a slot no promise
                 reached (``refill``), a parked job started (``parked``)
     threads/    beside the loop: lease and message heartbeats, the sweep, the hourly

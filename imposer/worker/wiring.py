@@ -105,6 +105,7 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     from imposer.worker.receive.vetting import Vetting
     from imposer.worker.running import RunningTable
     from imposer.worker.settle.completion import Completer
+    from imposer.worker.settle.ending import Ending
     from imposer.worker.settle.parked import ParkedStarts
     from imposer.worker.settle.promise import Promiser
     from imposer.worker.settle.refill import Refiller
@@ -159,11 +160,12 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
                       borrowing=borrowing, shares=shares)
     intake = Intake(receiver=receiver, dispatch=dispatch, refill=refill, pool=pool,
                     messages=messages, left=WorkLeft(b.queue, b.jobs, b.tenants), clock=clock)
+    ending = Ending(messages=messages, jobs=b.jobs, metrics=metrics, rollups=rollups,
+                    clock=clock, wake_sender=sender.wake)
     completer = Completer(
         host_id=s.host_id, max_attempts=s.max_attempts, heartbeat=s.heartbeat_seconds,
         table=running, leases=leases, jobs=b.jobs, outbox=b.outbox, storage=storage,
-        messages=messages, metrics=metrics, rollups=rollups, clock=clock,
-        wake_sender=sender.wake)
+        ending=ending, clock=clock)
     promiser = Promiser(host_id=s.host_id, starts=starts, pool=pool, leases=leases,
                         handoff=handoff, dispatch=dispatch, borrowing=borrowing, shares=shares)
     successors = Successors(handoff=handoff, pool=pool, borrowing=borrowing, launcher=launcher,

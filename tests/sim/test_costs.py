@@ -16,21 +16,21 @@ import attrs
 import pytest
 
 from imposer.aws import session
-from imposer.aws.s3 import Storage
 from imposer.client import submit
 from imposer.models import Fate, JobRequest, Outcome, S3Uri, TenantConfig
 from imposer.sim.state import CALLS
 from imposer.worker.dispatch.contention import ContentionMeter
 from imposer.worker.dispatch.deferral import Deferral
 from imposer.worker.dispatch.handoff import HandOff
-from imposer.worker.messages import Messages
 from imposer.state.leases import Verdict
-from imposer.worker.running import Running, RunningTable
-from imposer.worker.settle.completion import Completer, Settled
+from imposer.worker.messages import Messages
+from imposer.worker.running import Running
+from imposer.worker.settle.completion import Settled
 from imposer.worker.threads.rollup import RollupRecorder
 from imposer.worker.timing import LeaseTiming
 from tests.fixtures.jobs import request
 from tests.fixtures.pdfs import numbered_pdf
+from tests.fixtures.settling import completer_for
 from tests.fixtures.workers import layout
 
 
@@ -179,18 +179,6 @@ class TestWaiting:
         calls, (notes, fresh) = spent(lambda: handoff.notes("acme"))
         assert fresh and len(notes) == 3
         assert calls == {"dynamodb.Query": CALLS["notes"]}
-
-
-def completer_for(settings, backends, clock, max_attempts: int) -> Completer:
-    return Completer(host_id=settings.host_id, max_attempts=max_attempts,
-                     heartbeat=settings.heartbeat_seconds, table=RunningTable(),
-                     leases=backends.leases, jobs=backends.jobs, outbox=backends.outbox,
-                     storage=Storage(settings.region),
-                     messages=Messages(backends.queue, settings, clock,
-                                       LeaseTiming.from_settings(settings)),
-                     metrics=backends.metrics,
-                     rollups=RollupRecorder(backends.rollups, settings.host_id, settings.slots,
-                                            clock), clock=clock)
 
 
 #: The sim's fate -> the child's report that makes it, and the attempts allowed (the

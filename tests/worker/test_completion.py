@@ -15,31 +15,21 @@ import pikepdf
 import pytest
 from botocore.exceptions import ClientError
 
-from imposer.aws.s3 import EPOCH_META, Storage
+from imposer.aws.s3 import EPOCH_META
 from imposer.client import submit
 from imposer.models import Fate, JobRequest, JobStatus, Outcome, S3Uri
-from imposer.worker.messages import Messages
-from imposer.worker.running import Running, RunningTable
-from imposer.worker.settle.completion import Completer, Settled
+from imposer.worker.running import Running
+from imposer.worker.settle.completion import Settled
 from imposer.worker.threads import sweep as sweeping
-from imposer.worker.threads.rollup import RollupRecorder
-from imposer.worker.timing import LeaseTiming
 from tests.fixtures.jobs import record_of
 from tests.fixtures.pdfs import numbered_pdf
+from tests.fixtures.settling import completer_for
 from tests.fixtures.workers import layout
 
 
 @pytest.fixture
 def completer(settings, backends, clock):
-    return Completer(host_id=settings.host_id, max_attempts=settings.max_attempts,
-                     heartbeat=settings.heartbeat_seconds, table=RunningTable(),
-                     leases=backends.leases, jobs=backends.jobs, outbox=backends.outbox,
-                     storage=Storage(settings.region),
-                     messages=Messages(backends.queue, settings, clock,
-                                       LeaseTiming.from_settings(settings)),
-                     metrics=backends.metrics,
-                     rollups=RollupRecorder(backends.rollups, settings.host_id, settings.slots,
-                                            clock), clock=clock)
+    return completer_for(settings, backends, clock)
 
 
 def reported(completer, settings, backends, clock, tmp_path, fate: Fate,

@@ -15,16 +15,16 @@ class TestBuild:
         their jobs in one running table (the backends' clock and metrics)."""
         supervisor = build(settings, backends=backends, pool=Pool(1, settings))
         assert isinstance(supervisor, Supervisor)
-        d, settler = supervisor.dispatch, supervisor.settler
-        parts = [supervisor.reaper, supervisor.startup, d, d.launcher, d.deferral, settler, settler.successors,
-                 supervisor.reaper.completer,
-                 supervisor.refill.starts, supervisor.intake, supervisor.dispatch.shares,
-                 supervisor.stops, d.handoff]
+        d, settler, completer = supervisor.dispatch, supervisor.settler, supervisor.reaper.completer
+        parts = [supervisor.reaper, supervisor.startup, d, d.launcher, d.deferral, settler,
+                 settler.successors, completer, completer.ending, supervisor.refill.starts,
+                 supervisor.intake, supervisor.dispatch.shares, supervisor.stops, d.handoff]
         assert {id(p.clock) for p in parts} == {id(backends.clock)}
         assert {id(p.metrics) for p in (d, d.launcher, d.vet, d.deferral,
-                                        settler.successors, supervisor.reaper.completer,
+                                        settler.successors, completer.ending,
                                         supervisor.refill.starts)} == \
             {id(backends.metrics)}
+        assert completer.ending.messages is supervisor.intake.messages, "one Messages"
         assert {id(t) for t in (supervisor.running, d.launcher.running, settler.running,
                                 supervisor.reaper.completer.table, supervisor.reaper.running,
                                 supervisor.dispatch.shares.running)} == \

@@ -36,18 +36,16 @@ from imposer.aws.s3 import Storage
 from imposer.clock import Clock
 from imposer.errors import BackendError, LeaseLost
 from imposer.logs import extra
-from imposer.metrics import Metrics
 from imposer.models import Fate, JobStatus, Outcome, S3Uri
 from imposer.state.jobs import JobStore
 from imposer.state import plates
 from imposer.state.leases import LeaseStore
-from imposer.state.outbox import OutboxStore, event_id
+from imposer.state.outbox import OutboxStore
 from imposer.worker import policy
 from imposer.worker.dispatch.handoff import Handover
-from imposer.worker.messages import Messages
 from imposer.worker.running import Running, RunningTable
+from imposer.worker.settle.ending import Ending
 from imposer.worker.settle.record import release_record
-from imposer.worker.threads.rollup import RollupRecorder
 
 logger = logging.getLogger(__name__)
 
@@ -89,15 +87,14 @@ class Completer:
 
     def __init__(self, *, host_id: str, max_attempts: int, heartbeat: float,
                  table: RunningTable, leases: LeaseStore, jobs: JobStore, outbox: OutboxStore,
-                 storage: Storage, messages: Messages, metrics: Metrics,
-                 rollups: RollupRecorder, clock: Clock, wake_sender=None) -> None:
+                 storage: Storage, ending: Ending, clock: Clock) -> None:
         #: This host (named in a stopped job's wait reason), the attempts a job may fail,
         #: and the margin before its lease runs out within which a release gives up.
         self.host_id, self.max_attempts, self.heartbeat = host_id, max_attempts, heartbeat
         self.table = table
         self.leases, self.jobs, self.outbox, self.storage = leases, jobs, outbox, storage
-        self.messages, self.metrics, self.rollups, self.clock = messages, metrics, rollups, clock
-        self.wake_sender = wake_sender
+        #: The message's fate and the job's report, once its release committed.
+        self.ending, self.clock = ending, clock
 
     def decide(self, job: Running) -> Running:
         """Decide the job's fate now, if not yet (``settle`` tries again after an AWS error).
@@ -143,8 +140,8 @@ class Completer:
             return Settlement(state=Settled.LOST, handed=handed)
         except BackendError as exc:
             return Settlement(state=self._later(job, exc), handed=handed, charged=charged)
-        self._message(job)
-        self._done(job)
+        self.ending.message(job)
+        self.ending.report(job)
         self.table.remove(job)
         return Settlement(state=Settled.DONE, handed=handed, charged=charged)
 
@@ -163,7 +160,7 @@ class Completer:
         except (LeaseLost, BackendError) as exc:
             logger.error("could not release %s on stop: %s", req.key, exc,
                          extra=extra("release_error", req.tenant_id, req.job_id))
-        self.messages.give_back_quietly(job.message)
+        self.ending.give_back(job)
         logger.warning("returned unfinished job %s to the queue", req.key,
                        extra=extra("job_returned", req.tenant_id, req.job_id))
 
@@ -205,8 +202,7 @@ class Completer:
         return self._released(job)
 
     def _released(self, job: Running) -> Running:
-        self.rollups.job_finished(job.request.tenant_id, job.status.value,
-                                  job.lease.acquired_at, self.clock.time())
+        self.ending.released(job)
         return self.table.update(job, released=True) or attrs.evolve(job, released=True)
 
     @contextlib.contextmanager
@@ -226,39 +222,6 @@ class Completer:
         plates.promote(self.storage, tenant_id=req.tenant_id, job_id=req.job_id,
                        attempt=req.attempt_uri(job.epoch), output=req.output, epoch=job.epoch)
         return self.table.update(job, promoted=True) or attrs.evolve(job, promoted=True)
-
-    def _message(self, job: Running) -> None:
-        """Settle the message; a failure here only means it comes back and is settled then."""
-        status, message = job.status, job.message
-        try:
-            if status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
-                self.messages.finish(message)
-            elif status == JobStatus.DEAD:
-                self.messages.dead_letter_job(self.jobs, job.request, job.epoch, message,
-                                              job.outcome.reason or "too many failures")
-            elif job.failures:
-                self.messages.retry_later(message, job.failures)
-            else:
-                self.messages.requeue(message)
-        except BackendError as exc:
-            logger.warning("job %s is %s but its message could not be settled: %s; it will "
-                           "come back and be settled then", job.request.key, status.value, exc,
-                           extra=extra("message_settle_error", job.request.tenant_id,
-                                       job.request.job_id))
-
-    def _done(self, job: Running) -> None:
-        req, status = job.request, job.status
-        self.metrics.emit("jobs", 1, outcome=status.value, tenant_id=req.tenant_id)
-        if status != JobStatus.SUCCEEDED:
-            self.metrics.emit("failures", 1, kind=job.outcome.error_kind or "unknown")
-        settle_ms = round(1000 * (self.clock.monotonic() - (job.finished or job.started)), 2)
-        logger.info("job %s %s: %s", req.key, status.value, job.outcome.reason or "ok",
-                    extra=extra("job_finished", req.tenant_id, req.job_id, status=status.value,
-                                error_kind=job.outcome.error_kind if status != JobStatus.SUCCEEDED
-                                else None, slot=job.slot, settle_ms=settle_ms, tries=job.tries,
-                                run_seconds=round((job.finished or 0) - job.started, 3)))
-        if status.final and req.webhook and self.wake_sender is not None:
-            self.wake_sender(event_id(req.tenant_id, req.job_id, job.epoch))
 
     # -- failures ---------------------------------------------------------------------------
     def _later(self, job: Running, exc: BackendError) -> Settled:
