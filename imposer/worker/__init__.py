@@ -7,8 +7,9 @@ A message flows through the subpackages in the order of their names below:
                 work is left for this host (``leftover``)
     dispatch/   a vetted message becomes a running job: lease it (``dispatcher``),
                 launch it in a ``pool`` slot, or park it at its tenant's cap
-                (``deferral``, ``handoff``), lend an idle slot (``borrowing``), hold
-                it for a tenant further below its share (``shares``)
+                (``deferral``, ``handoff``), lend an idle slot (``borrowing``), park
+                it for a tenant further below its share (``shares``), or settle a
+                copy of a job that runs or ran already (``duplicates``)
     settle/     a finished job from its fate to its slot's next owner, in one order
                 (``settler``): its slot promised to a parked job (``promise``), its
                 release and plate (``completion``, what the release writes in

@@ -90,6 +90,7 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     from imposer.worker.dispatch.contention import ContentionMeter
     from imposer.worker.dispatch.deferral import Deferral
     from imposer.worker.dispatch.dispatcher import Dispatcher
+    from imposer.worker.dispatch.duplicates import Duplicates
     from imposer.worker.dispatch.handoff import HandOff
     from imposer.worker.dispatch.launch import Launcher
     from imposer.worker.dispatch.pool import Pool
@@ -148,11 +149,12 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
                   senders=senders, clock=clock, outbox=b.outbox)
     deferral = Deferral(tenants=b.tenants, jobs=b.jobs, messages=messages, handoff=handoff,
                         metrics=metrics, contention=contention, rollups=rollups, clock=clock)
+    duplicates = Duplicates(jobs=b.jobs, storage=storage, messages=messages, metrics=metrics,
+                            deferral=deferral)
     dispatch = Dispatcher(
         host_id=s.host_id, borrow=s.borrow, defer_seconds=s.defer_seconds, launcher=launcher,
-        vet=vet, deferral=deferral, leases=leases, jobs=b.jobs, storage=storage,
-        messages=messages, handoff=handoff, metrics=metrics, borrowing=borrowing, clock=clock,
-        shares=shares)
+        vet=vet, deferral=deferral, duplicates=duplicates, leases=leases, messages=messages,
+        handoff=handoff, metrics=metrics, borrowing=borrowing, clock=clock, shares=shares)
     starts = ParkedStarts(host_id=s.host_id, dispatch=dispatch, launcher=launcher,
                           leases=leases, handoff=handoff, messages=messages, metrics=metrics,
                           clock=clock, shares=shares)

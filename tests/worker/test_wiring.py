@@ -29,7 +29,7 @@ class TestBuild:
                                 supervisor.reaper.completer.table, supervisor.reaper.running,
                                 supervisor.dispatch.shares.running)} == \
             {id(supervisor.running)}
-        assert d.storage is supervisor.reaper.completer.storage
+        assert d.duplicates.storage is supervisor.reaper.completer.storage
         assert {id(p.pool) for p in (supervisor, supervisor.reaper, supervisor.startup,
                                      d.launcher, settler, settler.promiser,
                                      settler.successors, supervisor.intake)} == \

@@ -8,37 +8,33 @@ parked it.
 
 from __future__ import annotations
 
-import logging
 from typing import Callable
 
-from imposer.aws.s3 import Storage
 from imposer.clock import Clock
 from imposer.errors import BackendError, InvalidMessage
-from imposer.logs import extra, guard
+from imposer.logs import guard
 from imposer.metrics import Metrics
-from imposer.models import JobRequest, JobStatus, Received
-from imposer.state import plates
-from imposer.state.jobs import JobStore, dead_letter_due
+from imposer.models import JobRequest, Received
 from imposer.state.leases import Acquisition, LeaseStore, Verdict
 from imposer.worker import policy
 from imposer.worker.threads import sweep as sweeping
 from imposer.worker.dispatch.borrowing import BorrowPolicy
 from imposer.worker.dispatch.deferral import Deferral
+from imposer.worker.dispatch.duplicates import Duplicates
 from imposer.worker.dispatch.handoff import HandOff
 from imposer.worker.dispatch.launch import Launcher
 from imposer.worker.messages import Messages
 from imposer.worker.dispatch.shares import SharePolicy
 from imposer.worker.receive.vetting import Vetting
 
-logger = logging.getLogger(__name__)
-
 
 class Dispatcher:
     """Everything between a received message and a job handed to the pool."""
 
     def __init__(self, *, host_id: str, borrow: bool, defer_seconds: float,
-                 launcher: Launcher, vet: Vetting, leases: LeaseStore, jobs: JobStore,
-                 deferral: Deferral, storage: Storage, messages: Messages, handoff: HandOff,
+                 launcher: Launcher, vet: Vetting, leases: LeaseStore,
+                 deferral: Deferral, duplicates: Duplicates, messages: Messages,
+                 handoff: HandOff,
                  metrics: Metrics, borrowing: BorrowPolicy, clock: Clock,
                  shares: SharePolicy | None = None) -> None:
         #: This host; whether capped tenants may borrow idle slots; and the deferral
@@ -46,10 +42,10 @@ class Dispatcher:
         self.host_id, self.borrow, self.defer_seconds = host_id, borrow, defer_seconds
         #: Fair share (IMPOSER_SHARE_HALF_LIFE); ``sharing``: it decides who takes a free slot.
         self.shares, self.sharing = shares, shares is not None and shares.enabled
-        self.leases, self.jobs, self.messages, self.metrics = leases, jobs, messages, metrics
-        self.storage, self.handoff, self.borrowing = storage, handoff, borrowing
-        #: Parks, holds or defers what does not start.
-        self.deferral = deferral
+        self.leases, self.messages, self.metrics = leases, messages, metrics
+        self.handoff, self.borrowing = handoff, borrowing
+        #: Parks or defers what does not start; settles copies of jobs that ran.
+        self.deferral, self.duplicates = deferral, duplicates
         self.clock = clock
         #: Starts leased jobs in the pool; parses and checks messages.
         self.launcher, self.vet = launcher, vet
@@ -210,7 +206,7 @@ class Dispatcher:
         ended here since) is taken to be at cap still, without a transaction:
         cycling a capped backlog then costs half the calls.
         """
-        tenant, job, limit = request.tenant_id, request.job_id, None
+        tenant, limit = request.tenant_id, None
         known = self.known_cap(tenant)
         if known is not None:
             acq = Acquisition(verdict=Verdict.AT_CAP, cap=known)
@@ -237,15 +233,9 @@ class Dispatcher:
             else:
                 self.deferral.at_cap(request, message, acq.cap)
         elif acq.verdict == Verdict.RUNNING:
-            self.metrics.emit("duplicate", 1, tenant_id=tenant)
-            logger.info("job %s already runs elsewhere; keeping this copy back", job,
-                        extra=extra("duplicate_running", tenant, job))
-            self.deferral.defer(request, message, None)
+            self.duplicates.running(request, message)
         elif acq.verdict == Verdict.DONE:
-            self.metrics.emit("duplicate", 1, tenant_id=tenant)
-            logger.info("job %s already %s; deleting the duplicate", request.key, acq.status,
-                        extra=extra("duplicate_done", tenant, job))
-            self.finish_duplicate(request, message, acq)
+            self.duplicates.done(request, message, acq)
         elif acq.verdict == Verdict.STALE and stale_retry:
             sweeping.reclaim_expired(self.leases, self.metrics, acq.holder, self.host_id)
             return self.start(request, message, slot, received_at, stale_retry=False)
@@ -255,22 +245,9 @@ class Dispatcher:
 
     def finish_duplicate(self, request: JobRequest, message: Received,
                          acq: Acquisition) -> None:
-        """Delete the message of a final job, after making sure its plate was promoted.
-
-        A host that died between the release and the promotion left the plate
-        under its attempt key, or between a death's release and its DLQ message
-        left that owed; the returning message is the cue to finish either.
-        """
-        if acq.status == JobStatus.DEAD.value and dead_letter_due(acq.dead_letter):
-            record = self.jobs.get(request.tenant_id, request.job_id)
-            self.messages.dead_letter_job(self.jobs, request, record.epoch or "", message,
-                                          record.error or "too many failures")
-            return
-        if acq.status == JobStatus.SUCCEEDED.value and acq.output_epoch:
-            plates.promote(self.storage, tenant_id=request.tenant_id, job_id=request.job_id,
-                           attempt=request.attempt_uri(acq.output_epoch), output=request.output,
-                           epoch=acq.output_epoch)
-        self.messages.finish(message)
+        """A parked copy of a job that ended: delete it once its end is finished
+        (``Duplicates.finish``)."""
+        self.duplicates.finish(request, message, acq)
 
     def lend_idle_slots(self, free: list[int], stopping: Callable[[], bool],
                         received_at: float) -> None:
