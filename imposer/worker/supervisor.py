@@ -31,7 +31,6 @@ from imposer.worker.settle.refill import Refiller
 from imposer.worker.settle.settler import Settler
 from imposer.worker.signals import StopRequests
 from imposer.worker.steps import Step
-from imposer.worker.threads.rollup import RollupRecorder
 
 logger = logging.getLogger(__name__)
 
@@ -45,14 +44,14 @@ class Supervisor:
     def __init__(self, settings: Settings, *, stops: StopRequests, startup: Startup,
                  reaper: Reaper, threads: list[threading.Thread], receiver: Receiver,
                  intake: Intake, dispatch: Dispatcher, settler: Settler, refill: Refiller,
-                 running: RunningTable, pool: Pool, rollups: RollupRecorder,
-                 max_jobs: int | None = None, exit_when_idle: bool = False) -> None:
+                 running: RunningTable, pool: Pool, max_jobs: int | None = None,
+                 exit_when_idle: bool = False) -> None:
         self.settings, self.stops, self.startup, self.reaper = settings, stops, startup, reaper
         self.drain, self.fast = stops.drain, stops.fast
         #: The side threads, each checked by ``check_health`` (the receiver too, once up).
         self.threads, self.receiver = threads, receiver
         self.intake, self.dispatch, self.settler, self.refill = intake, dispatch, settler, refill
-        self.running, self.pool, self.rollups = running, pool, rollups
+        self.running, self.pool = running, pool
         self.max_jobs = max_jobs
         self.exit_when_idle = exit_when_idle
         #: Set once the pool and the threads are up.
@@ -165,7 +164,8 @@ class Supervisor:
                         extra=extra("drain_give_back_parked", count=returned))
 
     def shutdown(self) -> None:
-        """Settle what finished, stop the pool, then threads, then hand back the rest.
+        """Settle what finished, stop the pool, then threads (the rollups' last flush is its
+        thread's last pass), then hand back the rest.
 
         Even a fast stop first reads the results already waiting in the pipes:
         a job that finished is settled, never returned to run again.
@@ -181,7 +181,6 @@ class Supervisor:
         self.intake.give_back_all(0 if self.fast.is_set() else self.settings.poll_seconds + 5)
         self.reaper.hand_back()
         self.parked_returned += self.dispatch.give_back_parked()
-        self.rollups.flush()
         logger.info("stopped (started %s job(s); %s parked message(s) given back)",
                     self.dispatch.started, self.parked_returned,
                     extra=extra("stopped", started=self.dispatch.started,

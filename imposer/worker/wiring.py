@@ -184,7 +184,7 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
         Periodic("sweep", s.sweep_seconds, lambda: sweeping.sweep(
             leases, metrics, s.host_id, messages)),
         Periodic("utilisation", s.heartbeat_seconds, utilisation.sample),
-        Periodic("rollups", s.rollup_seconds, rollups.flush),
+        Periodic("rollups", s.rollup_seconds, rollups.flush, last_pass=True),  # (at stop too)
         Periodic("waiting-view", s.redrive_seconds, borrowing.refresh),
     ]
     if shares.enabled:
@@ -204,4 +204,4 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     return Supervisor(
         s, stops=stops, startup=startup, reaper=reaper, threads=threads, receiver=receiver,
         intake=intake, dispatch=dispatch, settler=settler, refill=refill, running=running,
-        pool=pool, rollups=rollups, max_jobs=max_jobs, exit_when_idle=exit_when_idle)
+        pool=pool, max_jobs=max_jobs, exit_when_idle=exit_when_idle)

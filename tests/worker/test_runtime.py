@@ -357,6 +357,12 @@ class TestBatchModes:
         got = statuses(backends, ids)
         assert sorted(v or "unseen" for v in got.values()).count("succeeded") == 2
         assert backends.queue.depth()["visible"] + backends.queue.depth()["in_flight"] == 1
+        # the hourly rollups (written every 60 s) got the run's two starts at the stop: the
+        # rollups thread's last pass (what `imposer stats` reads)
+        assert settings.rollup_seconds >= 60
+        now = time.time()
+        hours = list(backends.rollups.read(now - 7200, now + 3600))
+        assert sum(int(h.get("started", 0)) for h in hours) == 2, hours
 
     def test_near_retention_is_republished(self, settings, backends, tmp_path, workers):
         """A deferred message close to the queue's retention is re-published, not left to expire."""

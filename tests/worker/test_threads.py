@@ -38,3 +38,17 @@ class TestPeriodic:
         (record,) = [r for r in caplog.records if r.name == "imposer.worker.threads.periodic"]
         assert (record.levelno, record.action) == (logging.ERROR, "sweep_error")
         assert record.exc_info is not None
+
+
+class TestLastPass:
+    def test_a_last_pass_runs_at_the_stop_once_the_thread_is_done(self):
+        """The rollups' thread writes what its last interval gathered when the worker stops
+        (``last_pass``); a thread without it does not pass again."""
+        passes, plain = [], []
+        flushing = Periodic("rollups", 3600, lambda: passes.append(1), last_pass=True)
+        other = Periodic("sweep", 3600, lambda: plain.append(1))
+        for thread in (flushing, other):
+            thread.start()
+            thread.stop()
+        assert (passes, plain) == ([1], [])
+        assert not flushing.is_alive()
