@@ -34,8 +34,7 @@ class Dispatcher:
     def __init__(self, *, host_id: str, borrow: bool, defer_seconds: float,
                  launcher: Launcher, vet: Vetting, leases: LeaseStore,
                  deferral: Deferral, duplicates: Duplicates, messages: Messages,
-                 handoff: HandOff,
-                 metrics: Metrics, borrowing: BorrowPolicy, clock: Clock,
+                 handoff: HandOff, metrics: Metrics, borrowing: BorrowPolicy, clock: Clock,
                  shares: SharePolicy | None = None) -> None:
         #: This host; whether capped tenants may borrow idle slots; and the deferral
         #: interval (a tenant found at cap is taken to be for at most this, or a second).
