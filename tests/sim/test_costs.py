@@ -16,22 +16,18 @@ import attrs
 import pytest
 
 from imposer.aws import session
-from imposer.client import submit
-from imposer.models import Fate, JobRequest, Outcome, S3Uri, TenantConfig
+from imposer.models import Fate, JobRequest, TenantConfig
 from imposer.sim.state import CALLS
 from imposer.worker.dispatch.contention import ContentionMeter
 from imposer.worker.dispatch.deferral import Deferral
 from imposer.worker.dispatch.handoff import HandOff
 from imposer.state.leases import Verdict
 from imposer.worker.messages import Messages
-from imposer.worker.running import Running
 from imposer.worker.settle.completion import Settled
 from imposer.worker.threads.rollup import RollupRecorder
 from imposer.worker.timing import LeaseTiming
 from tests.fixtures.jobs import request
-from tests.fixtures.pdfs import numbered_pdf
-from tests.fixtures.settling import completer_for
-from tests.fixtures.workers import layout
+from tests.fixtures.settling import completer_for, reported
 
 
 def spent(step) -> tuple[dict[str, int], object]:
@@ -195,22 +191,9 @@ class TestSettling:
         child would; its settle, without a hand-over, spends ``CALLS[fate]``."""
         report, attempts = FATES[fate]
         completer = completer_for(settings, backends, clock, attempts)
-        submit("acme", numbered_pdf(tmp_path / "art.pdf", 2), layout(),
-               bucket=settings.bucket, queue=settings.queue_name)
-        (message,) = backends.queue.receive(1, 1, 60)
-        req = JobRequest.from_body(message.body)
-        lease = backends.leases.acquire(req, settings.host_id, 0, message.sent_at,
-                                        message.receipt).lease
-        if report == Fate.SUCCEEDED:
-            completer.storage.upload(numbered_pdf(tmp_path / "plate.pdf", 2),
-                                     S3Uri.parse(req.attempt_uri(lease.epoch)),
-                                     epoch=lease.epoch)
-        job = Running(slot=0, request=req, message=message, lease=lease,
-                      started=clock.monotonic())
-        completer.table.add(job)
-        job = completer.finished(job, Outcome(
-            job_id=req.job_id, fate=report, reason=None if report == Fate.SUCCEEDED else "no",
-            error_kind=None if report == Fate.SUCCEEDED else "tool"))
+        job = reported(completer, settings, backends, clock, tmp_path, report,
+                       plate=report == Fate.SUCCEEDED)
+        req = job.request
         calls, settlement = spent(lambda: completer.settle(job))
         assert settlement.state is Settled.DONE
         record = backends.jobs.get("acme", req.job_id)

@@ -16,42 +16,16 @@ import pytest
 from botocore.exceptions import ClientError
 
 from imposer.aws.s3 import EPOCH_META
-from imposer.client import submit
-from imposer.models import Fate, JobRequest, JobStatus, Outcome, S3Uri
-from imposer.worker.running import Running
+from imposer.models import Fate, JobStatus, S3Uri
 from imposer.worker.settle.completion import Settled
 from imposer.worker.threads import sweep as sweeping
 from tests.fixtures.jobs import record_of
-from tests.fixtures.pdfs import numbered_pdf
-from tests.fixtures.settling import completer_for
-from tests.fixtures.workers import layout
+from tests.fixtures.settling import completer_for, reported
 
 
 @pytest.fixture
 def completer(settings, backends, clock):
     return completer_for(settings, backends, clock)
-
-
-def reported(completer, settings, backends, clock, tmp_path, fate: Fate,
-             plate: bool = False) -> Running:
-    """A job taken from the queue and leased, whose child reported *fate*; with *plate*, its
-    attempt's plate (a real two-sheet PDF) uploaded as the child would. Its table entry."""
-    art = numbered_pdf(tmp_path / "art.pdf", 2)
-    submit("acme", art, layout(), bucket=settings.bucket, queue=settings.queue_name)
-    (message,) = backends.queue.receive(1, wait=1, visibility=60)
-    request = JobRequest.from_body(message.body)
-    lease = backends.leases.acquire(request, settings.host_id, 0, message.sent_at,
-                                    message.receipt).lease
-    if plate:
-        completer.storage.upload(numbered_pdf(tmp_path / "plate.pdf", 2),
-                                 S3Uri.parse(request.attempt_uri(lease.epoch)),
-                                 epoch=lease.epoch)
-    job = Running(slot=0, request=request, message=message, lease=lease,
-                  started=clock.monotonic())
-    completer.table.add(job)
-    reason = None if fate == Fate.SUCCEEDED else "the tool said no"
-    return completer.finished(job, Outcome(job_id=request.job_id, fate=fate, reason=reason,
-                                           error_kind=None if reason is None else "tool"))
 
 
 def head(uri: str) -> dict | None:
