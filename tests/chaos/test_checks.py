@@ -15,6 +15,7 @@ import pytest
 
 from tests.fixtures.chaos import COLUMNS, Config, checks
 from tests.fixtures.chaos.cluster import FAKE
+from tests.fixtures.chaos.faults import FaultRecord
 from tests.fixtures.chaos.receiver import Delivery
 from tests.fixtures.chaos.run import Chaos
 
@@ -26,7 +27,7 @@ def plant_everything(chaos: Chaos, tmp_path) -> list[subprocess.Popen]:
     s = chaos.stack.settings
     jobs = list(chaos.jobs.values())
     ok = [j for j in jobs if j.tenant_id == "globex"]
-    a, b, c, d = ok[:4]
+    a, b, c, d, e, f = ok[:6]
     # output: the plate of a succeeded job disappears
     chaos.stack.s3.delete_object(Bucket=s.bucket, Key=a.request.output.split("/", 3)[3])
     # output: a succeeded job's plate written a second time (the same attempt's bytes)
@@ -56,6 +57,22 @@ def plant_everything(chaos: Chaos, tmp_path) -> list[subprocess.Popen]:
             "time": time.strftime("%Y-%m-%d %H:%M:%S,000"),
             "message": f"job globex/{b.job_id} retrying: job ran past 13s; its pool worker "
                        "was killed"}) + "\n")
+    # rerun, explained: a healthy job's attempt whose release was refused on its epoch
+    # (its lease ran out unrenewed and was reclaimed) under an AWS fault on its host, and
+    # its one run more; the same refusal with no fault (f) is a violation
+    for job in (e, f):
+        with open(chaos.workdir / "calls.jsonl", "a") as calls:
+            calls.write(json.dumps({"input": f"/x/{job.job_id}-{uuid.uuid4().hex}/input.pdf"})
+                        + "\n")
+        with open(chaos.hosts[0].logs[-1], "a") as log:
+            log.write(json.dumps({
+                "action": "lease_lost", "level": "ERROR", "job_id": job.job_id,
+                "time": time.strftime("%Y-%m-%d %H:%M:%S,000"),
+                "message": f"job globex/{job.job_id} finished but release of job {job.job_id} "
+                           "refused: lease epoch planted is no longer current; its message "
+                           "will return"}) + "\n")
+    chaos.faults.append(FaultRecord(id=len(chaos.faults) + 1, kind="aws_error", at=0.0,
+                                    detail="planted", jobs={e.job_id}))
     # dead-letter: two DLQ messages for one job
     sqs = boto3.client("sqs")
     dlq = sqs.get_queue_url(QueueName=s.dlq_name)["QueueUrl"]
@@ -95,6 +112,8 @@ class TestChecks:
             chaos.sampler.caps["globex"] = 1  # cap / cap-tools: two jobs run under a cap of 1
             for _ in range(4):
                 chaos.submit_job("slow", "globex")
+            for _ in range(2):
+                chaos.submit_job("ok", "globex")
             chaos.submit_job("ok", "paused")  # lost: never runs
             chaos.boot()
             chaos.wait_final()
@@ -116,3 +135,9 @@ class TestChecks:
                 if v.column == "output" and "written 2 times" in v.detail], report.render()
         assert [v for v in report.violations
                 if v.column == "rerun" and "ran past" in v.detail], report.render()
+        e, f = [j.job_id for j in chaos.jobs.values() if j.tenant_id == "globex"][4:6]
+        assert not [v for v in report.violations
+                    if v.column == "rerun" and e in v.detail], report.render()
+        assert [v for v in report.violations
+                if v.column == "rerun" and f in v.detail and "no longer current" in v.detail], \
+            report.render()
