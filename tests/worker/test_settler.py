@@ -42,13 +42,15 @@ def never() -> bool:
 
 
 @contextlib.contextmanager
-def one_finished_one_parked(settings, tmp_path):
-    """Cap 1 on two slots: acme's first job has run and its result is collected (not yet
-    settled); its second is parked. Yields the supervisor, its backends and the job ids."""
+def one_finished_one_parked(settings, tmp_path, ran: float = 0.0, **overrides):
+    """Cap 1 on two slots: acme's first job has run (for *ran* seconds of the clock) and
+    its result is collected (not yet settled); its second is parked. Yields the
+    supervisor, its backends and the job ids. *overrides*: more settings."""
     s = settings.evolve(slots=2, engine="pdftoolbox", pdftoolbox=str(FAKE),
                         lease_ttl_seconds=600.0, park_seconds=300.0,
-                        work_dir=str(tmp_path / "work"))
-    backends = connect(s, clock=TickingClock(start=time.time()))
+                        work_dir=str(tmp_path / "work"), **overrides)
+    clock = TickingClock(start=time.time())
+    backends = connect(s, clock=clock)
     backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
     supervisor = build(s, backends=backends, pool=Pool(2, s))
     supervisor.pool.start()
@@ -59,6 +61,7 @@ def one_finished_one_parked(settings, tmp_path):
         wait_for(lambda: (loop_pass(supervisor), len(supervisor.running) == 1
                           and backends.waiting.oldest("acme"))[1], 60,
                  "one job to run and the other to be parked")
+        clock.advance(ran)
         first_gate.touch()
         wait_for(lambda: (supervisor.collect_finished(0.1), supervisor.running.settling())[1],
                  60, "the first job's result")
@@ -98,6 +101,26 @@ class TestSettler:
             assert [j.request.job_id for j in supervisor.running.running()] == [parked]
             assert backends.leases.counters()["acme"].inflight == 1
             assert backends.waiting.oldest("acme") == []
+
+    def test_fair_share_counts_a_release_at_once(self, settings, tmp_path):
+        """Fair share on: the settle's release charges the job's 100 s to acme's usage at
+        once, so the standing a decision reads right after it (before the background read
+        of the usage) is the one that read then finds. Without the charge it would hold only
+        the successor's running time, half of it, and the next freed slot would be decided
+        on a usage from before the release (the stop-47 defect)."""
+        with one_finished_one_parked(settings, tmp_path, ran=100.0,
+                                     share_half_life=3600.0) as (supervisor, backends, first,
+                                                                 parked):
+            shares = supervisor.dispatch.shares
+            shares.refresh()  # the background read, from before the release
+            (job,) = supervisor.running.settling()
+            settled(supervisor, supervisor.settler.settle(job, never))
+            assert [j.request.job_id for j in supervisor.running.running()] == [parked]
+            at_once = {t.tenant: t.usage for t in shares.standing()}["acme"]
+            shares.refresh()  # the next background read has the release in the table
+            read = {t.tenant: t.usage for t in shares.standing()}["acme"]
+            assert read >= 150, "the release's 100 s and the successor's typical run"
+            assert at_once == pytest.approx(read, rel=0.02)
 
     def test_a_refused_hand_over_leaves_the_slot_free(self, settings, tmp_path):
         """The slot was promised to the parked job, but another host took its note before the
