@@ -89,6 +89,8 @@ from imposer.sim.headline import (  # noqa: E402
     NOISY,
     PARK,
     POLL,
+    REDRIVE,
+    REDRIVE_DEFAULT,
     STRICT,
     TARGETS,
     WORKLOADS,
@@ -124,10 +126,6 @@ SHARE_RUNS = [
     ("arrival", "arrival", "equal", fairness.HALF_LIFE),
     ("mixed-share", "mixed", "equal", fairness.HALF_LIFE),
 ]
-#: How often a host reads the share view under fair share in these runs.
-SHARE_REDRIVE = 1.0
-#: How often a borrowing host reads who waits (the borrow view), as it did every deferral.
-REDRIVE = 1.0
 #: The lease TTL, and so the receive's visibility: twice the park window, as the defaults
 #: (600 s and 300 s), so a parked message is not made invisible again.
 TTL = 2 * PARK
@@ -207,11 +205,11 @@ def run_fleet(stack: Stack, jobs: list[SimJob], policy: str, hosts: int, slots: 
                IMPOSER_HEARTBEAT_SECONDS=str(heartbeat), IMPOSER_LEASE_TTL_SECONDS=str(TTL),
                IMPOSER_POLL_SECONDS=str(POLL), IMPOSER_PDFTOOLBOX=str(FAKE),
                IMPOSER_BORROW="1" if policy == "borrow" else "0", IMPOSER_RESERVE_SLOTS="1")
-    if policy == "borrow":  # (the others re-drive at the default interval: a safety net)
-        env["IMPOSER_REDRIVE_SECONDS"] = str(REDRIVE)
+    # the views read as the simulated policy reads them (``headline.policy_of``)
+    env["IMPOSER_REDRIVE_SECONDS"] = str(
+        REDRIVE if policy == "borrow" or half_life > 0 else REDRIVE_DEFAULT)
     if half_life > 0:
         env["IMPOSER_SHARE_HALF_LIFE"] = str(half_life)
-        env["IMPOSER_REDRIVE_SECONDS"] = str(SHARE_REDRIVE)
     ids: dict[str, int] = {}
     sent: dict[str, float] = {}
 

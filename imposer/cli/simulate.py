@@ -266,7 +266,8 @@ def policy_of(settings: Settings, *, caps: dict, call_ms: float = AWS_MS,
                   retry_seconds=settings.retry_seconds, max_attempts=settings.max_attempts,
                   call_seconds=call_ms / 1000, receive_seconds=receive_ms / 1000,
                   poll_seconds=settings.poll_seconds,
-                  cap_cache_seconds=settings.cap_cache_seconds)
+                  cap_cache_seconds=settings.cap_cache_seconds,
+                  redrive_seconds=settings.redrive_seconds)
 
 
 def _from_tables(settings: Settings, seconds: float):

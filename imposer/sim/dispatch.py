@@ -150,6 +150,7 @@ class Dispatch:
             self.state[job] = PARKED
             self.parked_by[job] = host.index
             self.counts["parked"] += 1
+            self._arm_view(host.clock)
             j = self.jobs[job]  # (the waiting table's key: most urgent, then oldest, first)
             heapq.heappush(self.notes.setdefault(tenant, []),
                            ((*sort_key(j.priority, j.due), j.arrival), self.seq[job],

@@ -5,7 +5,9 @@ child that finished, ask the worker's slot decision (``allocation.decide``,
 ``Releasing``) whether its release hands the slot over, settle it (slot freed;
 message deleted, retried after the backoff or requeued after the deferral), then
 give each slot no hand-over reached its next owner (``Released``: start, owe or
-lend); dispatch what the receive brought (start, park, defer or lend for each
+lend); after a read of the waiting view (every ``redrive_seconds`` while a job is
+parked), start the parked jobs no hand-off reached (``ViewRead``); dispatch what the
+receive brought (start, park, defer or lend for each
 message, as ``imposer.worker.dispatch.dispatcher`` does), pay the hand-offs owed if
 it brought nothing (``QueueEmpty``), fill what fair share leaves free
 (``BatchDone``), and ask for a message per free slot and as many more as the
@@ -58,6 +60,7 @@ a host's record, ``policy`` and ``schedule`` what a run takes and returns.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 
 from imposer.sim.delivery import Delivery
@@ -87,6 +90,7 @@ from imposer.sim.state import (
     SERVE,
     SERVE_ALL,
     TICK,
+    VIEW,
     VISIBLE,
     WAITING,
     Host,
@@ -155,7 +159,7 @@ class _Fleet(Parent, Dispatch, HandOffs, Delivery, Shares):
         self.blocking: dict[str, int] = {}
         self.counts = dict.fromkeys(("receives", "received", "parked", "park_expired",
                                      "handed_off", "owed", "deferred", "borrowed", "retries",
-                                     "calls", "cap_reads"), 0)
+                                     "calls", "cap_reads", "redriven"), 0)
         self.events: list[tuple] = []
         self._tick = 0
         self._turn = 0
@@ -170,6 +174,8 @@ class _Fleet(Parent, Dispatch, HandOffs, Delivery, Shares):
         self._share_init()
         for i, job in enumerate(self.jobs):
             self._push(job.arrival, VISIBLE, i, 0)
+        #: When the next read of the waiting view is due (None: none is, nothing parked).
+        self._view_due: float | None = None
 
     # -- the event loop ----------------------------------------------------------------
     def run(self) -> Schedule:
@@ -197,6 +203,8 @@ class _Fleet(Parent, Dispatch, HandOffs, Delivery, Shares):
                     self._resume(host)
             elif kind == SERVE_ALL:
                 self._serve_polls(now)
+            elif kind == VIEW:
+                self._view_read(now)
             elif hosts[a].rx_token == b:  # the receive's own events
                 host = hosts[a]
                 if kind == SERVE:
@@ -240,6 +248,28 @@ class _Fleet(Parent, Dispatch, HandOffs, Delivery, Shares):
         for host in self.hosts:
             if host.rx == RX_NONE and host.state == IDLE and host.free:
                 self._schedule(host, now)
+
+    def _view_read(self, now: float) -> None:
+        """Every host reads who has work waiting (the ``waiting-view`` thread, every
+        ``redrive_seconds``); a host with free slots acts on it in its next pass
+        (``Refiller.restart_parked``). A read can start only parked jobs: while none is
+        parked the reads are not simulated (the next park arms them again)."""
+        self._view_due = None
+        if not any(self._parked(tenant) for tenant in self.notes):
+            return
+        for host in self.hosts:
+            host.view += 1
+            if host.state == IDLE and host.free:
+                self._schedule(host, now)
+        self._arm_view(now)
+
+    def _arm_view(self, now: float) -> None:
+        """A job was parked: the next read of the waiting view after *now* is due (on the
+        thread's period, counted from the boot)."""
+        period = self.policy.redrive_seconds
+        if period > 0 and self._view_due is None:
+            self._view_due = (math.floor(now / period) + 1) * period
+            self._push(self._view_due, VIEW, 0)
 
     def _behind(self, host: Host) -> bool:
         """Has something happened meanwhile that the host must see before it goes on?

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from imposer.reports.stats import percentile
-from imposer.sim.headline import policy_of
+from imposer.sim.headline import REDRIVE, policy_of
 from imposer.worker import policy as rules
 
 #: The usage half-life of the benchmark's fair-share runs, seconds (longer than the runs:
@@ -112,7 +112,8 @@ def arrival_figures(rows: Sequence[tuple], late: str = "late") -> dict:
 def share_policy(policy: str = "cap", hosts: int = 1, slots: int = 8,
                  latency: dict | None = None, weights: Mapping[str, float] | None = None,
                  half_life: float = HALF_LIFE):
-    """A benchmark policy (``headline.policy_of``) with fair share on: the half-life and
-    the weights (``{}``: all 1)."""
+    """A benchmark policy (``headline.policy_of``) with fair share on: the half-life, the
+    weights (``{}``: all 1) and, fair share on, the views read every ``REDRIVE``."""
     return attrs.evolve(policy_of(policy, hosts, slots, latency), half_life=half_life,
-                        weights=dict(weights or {}))
+                        weights=dict(weights or {}),
+                        **({"redrive_seconds": REDRIVE} if half_life > 0 else {}))

@@ -8,8 +8,9 @@ again), on an empty receive (``QueueEmpty``: pay what is owed, lend idle slots) 
 after a batch (``BatchDone``: fair share's fill), asked step by step by the worker's
 own executor (``imposer.worker.executor``). This module builds the decision's
 ``Standing`` from the fleet's state and carries out each step the executor yields,
-charging each AWS call the worker's step makes. The worker's periodic restart of parked jobs (``ViewRead``)
-is not replayed: it starts only what a failed AWS call left, and here none fails.
+charging each AWS call the worker's step makes; and at each read of the waiting view
+(``ViewRead``, every ``redrive_seconds``), the restart of parked jobs no hand-off reached
+and, borrowing, the lend of idle slots.
 """
 
 from __future__ import annotations
@@ -48,21 +49,39 @@ class HandOffs:
                                   self.rules)
         return (yield from self._carry_out(host, plan, free))
 
-    def _allocate(self, host: Host, trigger, prefer: str | None = None):
-        """``Refiller.allocate``: the worker's plan for the free slots, carried out here."""
-        plan = executor.allocate(trigger, _Parent(self, host), rules=self.rules,
+    def _allocate(self, host: Host, trigger, prefer: str | None = None,
+                  below_cap: tuple[str, ...] = ()):
+        """``Refiller.allocate``: the worker's plan for the free slots, carried out here;
+        *below_cap*: the waiting view's tenants below their cap with work waiting."""
+        plan = executor.allocate(trigger, _Parent(self, host, below_cap), rules=self.rules,
                                  prefer=(prefer,) if prefer else ())
-        return (yield from self._carry_out(host, plan, len(host.free)))
+        return (yield from self._carry_out(host, plan, len(host.free),
+                                           restart=isinstance(trigger, allocation.ViewRead)))
 
-    def _carry_out(self, host: Host, plan: executor.Plan, free: int):
-        """Drive *plan* in virtual time: each step's AWS calls spent as the worker's are."""
+    def _below_cap(self, host: Host) -> tuple[str, ...]:
+        """``WaitingView.below_cap``: tenants below their cap with work waiting (here
+        exact, read at the pass, and retrying jobs counted as waiting too)."""
+        return tuple(sorted(self._blockers()))
+
+    def _carry_out(self, host: Host, plan: executor.Plan, free: int, restart: bool = False):
+        """Drive *plan* in virtual time: each step's AWS calls spent as the worker's are.
+
+        *restart*: the plan restarts parked jobs at a read of the waiting view; its look
+        counts what earlier looks brought too (``Intake.nothing_waiting``), and a start
+        that is no borrow is ``redriven``."""
         def carry(step: Step):
             if step.kind is Kind.READ:
                 return (yield from self._read(host, step.tenant))
             if step.kind is Kind.LOOK:  # (none while the host's receive is out)
-                return host.rx == RX_NONE and (yield from self._look(host, step.tenant, free))
+                earlier = list(host.looked)
+                return host.rx == RX_NONE and (yield from self._look(
+                    host, step.tenant, free)) and (not restart or self._none_for_others(
+                        host, earlier, step.tenant))
             if step.kind is Kind.START:
-                return (yield from self._hand_off(host, step.tenant, borrow=step.borrow))
+                started = yield from self._hand_off(host, step.tenant, borrow=step.borrow)
+                if started and restart and not step.borrow:
+                    self.counts["redriven"] += 1
+                return started
             if step.kind is Kind.OWE:
                 self.counts["owed"] += 1
             return None  # (OWE, FORGIVE: the plan's own)
@@ -177,6 +196,11 @@ class HandOffs:
         batch = self._take(self.rules.receive_size(free, host.parks))
         host.clock += self.policy.receive_seconds / 2
         host.looked.extend(batch)
+        return self._none_for_others(host, batch, tenant)
+
+    def _none_for_others(self, host: Host, batch: list[int], tenant: str) -> bool:
+        """``Intake._none_for_others``: nothing in *batch* another tenant could start here
+        (its own, or of tenants known to be at their cap)."""
         memo = self.policy.memo
         return all(self.tenant[job] == tenant or
                    (memo and host.capped.get(self.tenant[job], -1.0) > host.clock)
@@ -225,8 +249,8 @@ class HandOffs:
 class _Parent:
     """One host as the worker's plan sees it (``executor.Parent``, as ``refill._Parent``)."""
 
-    def __init__(self, fleet: HandOffs, host: Host) -> None:
-        self.fleet, self.host = fleet, host
+    def __init__(self, fleet: HandOffs, host: Host, below_cap: tuple[str, ...] = ()) -> None:
+        self.fleet, self.host, self.below_cap = fleet, host, below_cap
         self.slots, self.owed = fleet.policy.slots, host.owed
 
     def standing(self, trigger, progress: executor.Progress) -> allocation.Standing:
@@ -234,9 +258,13 @@ class _Parent:
         choice = None
         if fleet.sharing and isinstance(trigger, (allocation.Released, allocation.BatchDone)):
             choice = fleet._share_choice(host.clock, exclude=progress.tried)
+        memo = fleet.policy.memo
         return fleet._standing(host, len(host.free), tried=progress.tried,
                                started=progress.started, borrowers=progress.borrowers,
-                               looked=dict(progress.looked), choice=choice)
+                               looked=dict(progress.looked), choice=choice,
+                               below_cap=self.below_cap,
+                               capped=frozenset(t for t in self.below_cap if memo and
+                                                host.capped.get(t, -1.0) > host.clock))
 
     def borrowers(self, prefer: tuple[str, ...]) -> dict[str, int]:
         return self.fleet._borrowers(self.host, prefer[0] if prefer else None)

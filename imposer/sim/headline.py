@@ -35,6 +35,9 @@ WORKLOADS = {
 STRICT = ("fifo", "cap-strict")
 #: The benchmark's deferral and park windows and long poll, in seconds.
 DEFER, PARK, POLL = 1.0, 300.0, 1
+#: How often a borrowing or fair-share host of the benchmark reads who waits (the waiting
+#: and share views; IMPOSER_REDRIVE_SECONDS), and every other (the default: a safety net).
+REDRIVE, REDRIVE_DEFAULT = 1.0, 5.0
 
 
 @attrs.frozen(kw_only=True)
@@ -92,11 +95,13 @@ def cap_of(policy: str, slots_total: int) -> int:
 
 
 def policy_of(policy: str, hosts: int, slots: int, latency: dict | None = None) -> Policy:
-    """A benchmark run's settings as a simulated policy, with the stack's latency."""
+    """A benchmark run's settings as a simulated policy, with the stack's latency (fair
+    share's runs: ``fairness.policy_of``, which reads the views every ``REDRIVE`` too)."""
     latency = latency or {}
     return Policy(hosts=hosts, slots=slots, cap=cap_of(policy, hosts * slots),
                   borrow=policy == "borrow", reserve=1, fair_queues=policy not in STRICT,
                   park_seconds=PARK, defer_seconds=DEFER, poll_seconds=POLL,
+                  redrive_seconds=REDRIVE if policy == "borrow" else REDRIVE_DEFAULT,
                   call_seconds=latency.get("call", 0.0),
                   receive_seconds=latency.get("receive", 0.0))
 

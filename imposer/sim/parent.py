@@ -61,6 +61,10 @@ class Parent:
         for tenant, borrowed in freed:  # ``Refiller.wake``, once the pass's jobs are settled
             yield from self._allocate(host, allocation.Released(tenant, borrowed),
                                       prefer=tenant if borrowed else None)
+        if host.view != host.viewed:  # ``Supervisor.restart_parked``: once per view read
+            host.viewed = host.view
+            yield from self._allocate(host, allocation.ViewRead(host.empty),
+                                      below_cap=self._below_cap(host))
         if host.looked:  # ``Intake.fill``: what a look brought goes first
             looked, host.looked = host.looked, []
             if not (yield from self._dispatch(host, looked)):
@@ -70,6 +74,7 @@ class Parent:
         if host.rx == RX_DONE:
             batch, host.rx_result, host.rx = host.rx_result, [], RX_NONE
             progress = yield from self._dispatch(host, batch)
+            host.empty = all(self.cap[self.tenant[job]] <= 0 for job in batch)
             if not batch:
                 self.demand.clear()  # the queue had nothing visible: nobody waits there
                 yield from self._allocate(host, allocation.QueueEmpty())  # owed, then lent

@@ -56,6 +56,10 @@ class Policy:
     memo: bool = True
     #: How long a host keeps a tenant's cap before reading it again (IMPOSER_CAP_CACHE_SECONDS).
     cap_cache_seconds: float = 5.0
+    #: How often a host reads who has work waiting (IMPOSER_REDRIVE_SECONDS): its next pass
+    #: starts parked jobs no hand-off reached and, borrowing, lends idle slots
+    #: (``allocation.ViewRead``); 0: never.
+    redrive_seconds: float = 5.0
     #: Fair share of licence time (IMPOSER_SHARE_HALF_LIFE): the usage half-life in
     #: seconds; 0 is off (the count caps alone, as before).
     half_life: float = 0.0
@@ -69,7 +73,7 @@ class Policy:
             raise ConfigError("caps and the reserve must not be negative")
         if min(self.park_seconds, self.defer_seconds, self.retry_seconds, self.call_seconds,
                self.receive_seconds, self.poll_seconds, self.cap_cache_seconds,
-               self.half_life) < 0:
+               self.half_life, self.redrive_seconds) < 0:
             raise ConfigError("delays must not be negative")
         if any(w < 0 or w != w for _, w in self.weights):
             raise ConfigError("weights must be 0 or more")

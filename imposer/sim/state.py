@@ -31,8 +31,9 @@ CALLS = {
 }
 #: Events: a child ends; a message shows (sent, or back after a window); a parent's pass is
 #: due; a pass goes on after its AWS calls; SQS has a receive; the long polls take what
-#: showed; a long poll ends empty; a receive's answer reaches its parent.
-FINISH, VISIBLE, TICK, RESUME, SERVE, SERVE_ALL, POLL_END, ANSWER = range(8)
+#: showed; a long poll ends empty; a receive's answer reaches its parent; the hosts read
+#: who has work waiting (the waiting view).
+FINISH, VISIBLE, TICK, RESUME, SERVE, SERVE_ALL, POLL_END, ANSWER, VIEW = range(9)
 #: A job's message: not visible (not sent yet, deferred, or retrying); visible; parked;
 #: its job running; final.
 WAITING, VISIBLE_NOW, PARKED, RUNNING, DONE = range(5)
@@ -47,9 +48,10 @@ RX_NONE, RX_ASKED, RX_WAIT, RX_BACK, RX_DONE, RX_CHAIN = range(6)
 class Host:
     """One parent and its receive: free slots, finished children, hand-offs owed."""
 
-    __slots__ = ("cap_read", "capped", "clock", "done", "free", "index", "looked",
+    __slots__ = ("cap_read", "capped", "clock", "done", "empty", "free", "index", "looked",
                  "notes_left", "owed", "parked_seen", "parks", "rx", "rx_end", "rx_result",
-                 "rx_short", "rx_token", "rx_want", "stale", "state", "token", "turn")
+                 "rx_short", "rx_token", "rx_want", "stale", "state", "token", "turn",
+                 "view", "viewed")
 
     def __init__(self, index: int, slots: int) -> None:
         self.index = index
@@ -84,4 +86,9 @@ class Host:
         self.looked: list[int] = []
         #: tenant -> when this host last parked or read notes of it (``HandOff.parked_lately``).
         self.parked_seen: dict[str, float] = {}
+        #: The last receive brought nothing this host could start (``Intake.empty_poll``).
+        self.empty = False
+        #: Reads of the waiting view so far, and the one the last restart acted on
+        #: (``Refiller.restart_parked``: once per read).
+        self.view = self.viewed = 0
 

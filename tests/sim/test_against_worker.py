@@ -48,7 +48,7 @@ def replay(records, settings, slots: int, caps: dict):
         slots=slots, cap=settings.default_cap, caps=caps, park_seconds=settings.park_seconds,
         defer_seconds=settings.defer_seconds, poll_seconds=settings.poll_seconds,
         borrow=settings.borrow, reserve=settings.reserve_slots,
-        half_life=settings.share_half_life))
+        half_life=settings.share_half_life, redrive_seconds=settings.redrive_seconds))
 
 
 def order(records) -> list[str]:
@@ -179,7 +179,8 @@ class TestFairShareAgainstARealRun:
         counts at once (a second slot freed right after is decided on it) is
         ``test_settler``'s ``test_fair_share_counts_a_release_at_once``.
         """
-        share = settings.evolve(park_seconds=60.0, default_cap=2, share_half_life=600.0)
+        share = settings.evolve(park_seconds=60.0, default_cap=2, share_half_life=600.0,
+                                redrive_seconds=0.5)
         records, worker = run(share, tmp_path, backends, 2,
                               [("long", 1, 6), ("long", 1, 8), ("long", 1, 6), ("short", 4, 1)],
                               {"IMPOSER_DEFAULT_CAP": "2", "IMPOSER_SHARE_HALF_LIFE": "600",
@@ -193,3 +194,36 @@ class TestFairShareAgainstARealRun:
         alternating = [schedule_tenant(plain, i) for i in sim_order_index(plain)]
         assert alternating[:3] == ["long", "long", "short"] and alternating[-1] == "short"
         assert sim.counts["park_expired"] == 0
+
+
+@pytest.mark.slow
+class TestRedriveAgainstARealRun:
+    def test_a_parked_job_no_hand_off_reached_starts_long_before_its_window(
+            self, settings, backends, tmp_path):
+        """Fair share on 3 slots, acme's cap 1: globex's job and acme's first start, and
+        acme's second is parked (held by fair share, and at its cap). No release hands it
+        over: acme's yields to globex, just seen in the queue. It starts seconds later, in
+        the real run and in the replay alike, long before its park window (60 s) would
+        have let its message back. The replay starts it at a read of the waiting view
+        (``ViewRead``, every ``redrive_seconds``: its ``redriven``); the real run there
+        too or, when the view read comes after the receive that found the queue empty,
+        by that receive's fair-share fill, as its machine's timing falls: which of the
+        two is not compared. A replay without the view reads leaves it to the window.
+        """
+        backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
+        share = settings.evolve(park_seconds=60.0, share_half_life=600.0, redrive_seconds=0.5)
+        records, worker = run(share, tmp_path, backends, 3, [("globex", 1, 0.5),
+                                                             ("acme", 2, 0.5)],
+                              {"IMPOSER_SHARE_HALF_LIFE": "600"})
+        sim = replay(records, share, 3, {"acme": 1})
+        assert order(records) == sim_order(sim)
+        assert (len(worker.actions("cap_defer")), handed_off(worker)) == \
+            (sim.counts["parked"], sim.counts["handed_off"]) == (1, 1)
+        assert (sim.counts["redriven"], sim.counts["park_expired"]) == (1, 0)
+        last = max(range(len(sim.jobs)), key=lambda i: sim.first_start[i])
+        assert sim.first_start[last] - sim.jobs[last].arrival < 30
+        first = min(r.started_at for r in records)
+        assert max(r.started_at for r in records) - first < 30
+        unread = replay(records, share.evolve(redrive_seconds=0.0), 3, {"acme": 1})
+        assert (unread.counts["redriven"], unread.counts["park_expired"]) == (0, 1)
+        assert unread.first_start[last] - unread.jobs[last].arrival >= 60

@@ -220,6 +220,8 @@ class TestPolicyValues:
             Policy(slots=0)
         with pytest.raises(ConfigError):
             Policy(park_seconds=-1)
+        with pytest.raises(ConfigError):
+            Policy(redrive_seconds=-1)
 
     def test_tier_caps_override_the_default(self):
         """``caps`` is per tenant; others have the default."""
@@ -365,3 +367,34 @@ class TestFairShare:
             Policy(weights={"a": -1})
         with pytest.raises(ConfigError):
             Policy(half_life=-5)
+
+
+class TestViewReads:
+    """``ViewRead``: every ``redrive_seconds`` the hosts read who waits, and a host with a
+    free slot starts parked jobs no hand-off reached (``Refiller.restart_parked``)."""
+
+    WORK = (("globex", 0.0, 0.5), ("acme", 0.001, 0.5), ("acme", 0.002, 0.5))
+
+    def policy(self, **kw) -> Policy:
+        return Policy(slots=3, cap=4, caps={"acme": 1}, park_seconds=60.0, defer_seconds=1.0,
+                      poll_seconds=1, call_seconds=0.01, receive_seconds=0.02,
+                      half_life=600.0, **kw)
+
+    def test_a_parked_job_no_release_handed_over_starts_at_a_view_read(self):
+        """acme's second job is parked (fair share holds it: globex was just seen); no
+        release hands it over. A read of the view once globex's demand has passed starts
+        it, seconds in; with no view reads it waits for its park window."""
+        read = simulate(jobs(*self.WORK), self.policy(redrive_seconds=0.5))
+        unread = simulate(jobs(*self.WORK), self.policy(redrive_seconds=0.0))
+        assert (read.counts["redriven"], read.counts["park_expired"]) == (1, 0)
+        assert read.first_start[2] < 10
+        assert (unread.counts["redriven"], unread.counts["park_expired"]) == (0, 1)
+        assert unread.first_start[2] >= 60
+
+    def test_view_reads_stop_while_nothing_is_parked(self):
+        """A read can start only parked work: none is simulated while nothing is parked,
+        so a workload a year from the clock's zero (a replay of records) ends as soon."""
+        late = [(tenant, at + 365 * 86400, run) for tenant, at, run in self.WORK]
+        s = simulate(jobs(*late), self.policy(redrive_seconds=0.5))
+        assert s.counts["redriven"] == 1
+        assert all(x == "succeeded" for x in s.status)
