@@ -251,15 +251,20 @@ class _Fleet(Parent, Dispatch, HandOffs, Delivery, Shares):
 
     def _view_read(self, now: float) -> None:
         """Every host reads who has work waiting (the ``waiting-view`` thread, every
-        ``redrive_seconds``); a host with free slots acts on it in its next pass
-        (``Refiller.restart_parked``). A read can start only parked jobs: while none is
-        parked the reads are not simulated (the next park arms them again)."""
+        ``redrive_seconds``); a host acts on it in its next pass (``Refiller.restart_parked``).
+
+        A read can start only parked jobs: while none is parked the reads are not
+        simulated (the next park arms them again), and an idle host is woken for one
+        only if a tenant with parked work is below its cap or, borrowing, may borrow
+        (else its pass would decide nothing).
+        """
         self._view_due = None
         if not any(self._parked(tenant) for tenant in self.notes):
             return
+        useful = self.policy.borrow or any(self._parked(t) for t in self._blockers())
         for host in self.hosts:
             host.view += 1
-            if host.state == IDLE and host.free:
+            if useful and host.state == IDLE and host.free:
                 self._schedule(host, now)
         self._arm_view(now)
 

@@ -167,8 +167,13 @@ class HandOffs:
             host.parked_seen[tenant] = host.clock
 
     def _parked(self, tenant: str) -> bool:
-        """The tenant has a parked job (``promise_slot`` finds one in its notes)."""
-        return any(self._live(note) for note in self.notes.get(tenant, ()))
+        """The tenant has a parked job (``promise_slot`` finds one in its notes). The notes
+        gone stale at the top of its heap are dropped on the way (a stale note never
+        becomes live again: its job's version moved on)."""
+        notes = self.notes.get(tenant)
+        while notes and not self._live(notes[0]):
+            heapq.heappop(notes)
+        return bool(notes)
 
     def _notes(self, host: Host, tenant: str) -> list[tuple]:
         """The tenant's most urgent, then oldest, live notes, as one read takes them, in the
