@@ -42,7 +42,7 @@ Delivery is that of ``imposer.dev.localstack.stack``, SQS fair queues: visible
 messages of the groups with the fewest messages in flight first, each group
 in send order (or strict send order with ``fair_queues=False``). A parked
 message is invisible for the park window and comes back by itself unless a
-hand-off starts it first; a paused tenant's (cap 0) messages never start.
+hand-off, or a view read's restart, starts it first; a paused tenant's (cap 0) messages never start.
 
 ``Policy.perfect`` is the limit of instant delivery: no AWS time, no poll,
 no memo, and zero park and deferral windows, so a message at its tenant's
@@ -264,16 +264,20 @@ class _Fleet(Parent, Dispatch, HandOffs, Delivery, Shares):
         useful = self.policy.borrow or any(self._parked(t) for t in self._blockers())
         for host in self.hosts:
             host.view += 1
-            if useful and host.state == IDLE and host.free:
+            if host.state != IDLE:
+                continue  # its pass in progress, or due, acts on it
+            if useful and host.free:
                 self._schedule(host, now)
+            else:  # the worker's loop comes round within 0.5 s and finds nothing to do
+                host.viewed = host.view
         self._arm_view(now)
 
     def _arm_view(self, now: float) -> None:
         """A job was parked: the next read of the waiting view after *now* is due (on the
-        thread's period, counted from the boot)."""
+        thread's period, counted from the clock's zero, not from a boot)."""
         period = self.policy.redrive_seconds
         if period > 0 and self._view_due is None:
-            self._view_due = (math.floor(now / period) + 1) * period
+            self._view_due = max((math.floor(now / period) + 1) * period, now + period / 2)
             self._push(self._view_due, VIEW, 0)
 
     def _behind(self, host: Host) -> bool:
