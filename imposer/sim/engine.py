@@ -42,7 +42,8 @@ Delivery is that of ``imposer.dev.localstack.stack``, SQS fair queues: visible
 messages of the groups with the fewest messages in flight first, each group
 in send order (or strict send order with ``fair_queues=False``). A parked
 message is invisible for the park window and comes back by itself unless a
-hand-off, or a view read's restart, starts it first; a paused tenant's (cap 0) messages never start.
+hand-off, or a view read's restart, starts it first; a paused tenant's (cap 0)
+messages never start.
 
 ``Policy.perfect`` is the limit of instant delivery: no AWS time, no poll,
 no memo, and zero park and deferral windows, so a message at its tenant's

@@ -96,7 +96,7 @@ def cap_of(policy: str, slots_total: int) -> int:
 
 def policy_of(policy: str, hosts: int, slots: int, latency: dict | None = None) -> Policy:
     """A benchmark run's settings as a simulated policy, with the stack's latency (fair
-    share's runs: ``fairness.policy_of``, which reads the views every ``REDRIVE`` too)."""
+    share's runs: ``fairness.share_policy``, which reads the views every ``REDRIVE`` too)."""
     latency = latency or {}
     return Policy(hosts=hosts, slots=slots, cap=cap_of(policy, hosts * slots),
                   borrow=policy == "borrow", reserve=1, fair_queues=policy not in STRICT,
