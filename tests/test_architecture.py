@@ -192,8 +192,8 @@ MAX_ARGUMENTS = 8
 #: The constructors wider than that today, each at its present width: the debt issue 37
 #: names. None may grow; a new one may not join them; one that narrows to the limit
 #: must be taken off (``test_the_wide_list_only_names_wide_constructors``).
-WIDE = {"Supervisor": 14, "Dispatcher": 14, "Completer": 10, "Launcher": 10,
-        "Utilisation": 10, "LiveView": 10, "ParkedStarts": 9, "OutboxSender": 9,
+WIDE = {"Supervisor": 11, "Dispatcher": 12, "Completer": 9, "Launcher": 9,
+        "Utilisation": 9, "LiveView": 10, "ParkedStarts": 9,
         "Writer": 9}
 
 

@@ -185,7 +185,7 @@ class Demo:
                     send(tenant)
             if admission is not None:  # a webhook retry loop re-sends job 0: refused on purpose
                 send(NOISY, token="reprint-0")
-            supervisor.exit_when_idle = True
+            supervisor.until = attrs.evolve(supervisor.until, idle=True)
 
         self.say(f"worker up: 8 slots, cap 4 per tenant; the quiet tenants send "
                  f"{self.plan.quiet_jobs} jobs each {self.plan.quiet_after:g}s later; every job "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 
 from imposer.models.urgency import sort_key
-from imposer.sim.state import CALLS, MEMO_SECONDS, PARKED, VISIBLE, WAITING, Host
+from imposer.sim.state import CALLS, PARKED, VISIBLE, WAITING, Host
 
 #: Under perfect delivery (no park window), how long a message the share rule held stays
 #: parked unless a hand-off starts it first.
@@ -50,7 +50,7 @@ class Dispatch:
         groups: dict[str, list[int]] = {}
         for job in batch[:len(host.free)] if len(host.free) > 1 and not self.sharing else ():
             tenant = self.tenant[job]
-            if not (self.policy.memo and host.capped.get(tenant, -1.0) > host.clock):
+            if host.memo.cap(tenant) is None:
                 groups.setdefault(tenant, []).append(job)
         taken: set[int] = set()
         for tenant, jobs in groups.items():
@@ -76,7 +76,7 @@ class Dispatch:
             tenant = self.tenant[job]
             cap = self.cap[tenant]
             self._saw(tenant, host.clock)
-            known_capped = p.memo and host.capped.get(tenant, -1.0) > host.clock
+            known_capped = host.memo.cap(tenant) is not None
             if not free:  # ``park_or_give_back``: beyond the free slots (room for parking)
                 if known_capped and cap > 0:
                     progress |= self._wait(job, cap, host)
@@ -121,9 +121,9 @@ class Dispatch:
 
 
     def _known_capped(self, host: Host, tenant: str) -> None:
-        """``Dispatcher.known_capped``: the memo (none for perfect delivery)."""
+        """``CapMemo.found``: the worker's memo (none for perfect delivery)."""
         if self.policy.memo:
-            host.capped[tenant] = host.clock + min(MEMO_SECONDS, self.policy.defer_seconds)
+            host.memo.found(tenant, self.cap[tenant])
 
     def _wait(self, job: int, cap: int, host: Host, held: bool = False) -> bool:
         """Park the message (at cap) or defer it (paused); a zero window keeps it visible.

@@ -77,7 +77,6 @@ from imposer.sim.state import (
     CALLS,
     FINISH,
     IDLE,
-    MEMO_SECONDS,
     NOTES_READ,
     PARKED,
     POLL_END,
@@ -98,7 +97,7 @@ from imposer.sim.state import (
 )
 from imposer.sim.workload import SimJob
 
-__all__ = ["CALLS", "MEMO_SECONDS", "NOTES_READ", "RECEIVE_MAX", "WORKER", "Attempt", "Policy",
+__all__ = ["CALLS", "NOTES_READ", "RECEIVE_MAX", "WORKER", "Attempt", "Policy",
            "Rules", "Schedule", "simulate"]
 
 
@@ -151,7 +150,7 @@ class _Fleet(Parent, Dispatch, HandOffs, Delivery, Shares):
         self.end: list[float | None] = [None] * n
         self.status = ["waiting"] * n
         self.attempts: list[Attempt] = []
-        self.hosts = [Host(h, policy.slots) for h in range(policy.hosts)]
+        self.hosts = [Host(h, policy.slots, policy.defer_seconds) for h in range(policy.hosts)]
         self.inflight = dict.fromkeys(self.cap, 0)
         self.borrowed = dict.fromkeys(self.cap, 0)
         self.in_flight_group = dict.fromkeys(self.cap, 0)

@@ -206,9 +206,7 @@ class HandOffs:
     def _none_for_others(self, host: Host, batch: list[int], tenant: str) -> bool:
         """``Intake._none_for_others``: nothing in *batch* another tenant could start here
         (its own, or of tenants known to be at their cap)."""
-        memo = self.policy.memo
-        return all(self.tenant[job] == tenant or
-                   (memo and host.capped.get(self.tenant[job], -1.0) > host.clock)
+        return all(self.tenant[job] == tenant or host.memo.cap(self.tenant[job]) is not None
                    for job in batch)
 
     def _live(self, note: tuple) -> bool:
@@ -263,13 +261,12 @@ class _Parent:
         choice = None
         if fleet.sharing and isinstance(trigger, (allocation.Released, allocation.BatchDone)):
             choice = fleet._share_choice(host.clock, exclude=progress.tried)
-        memo = fleet.policy.memo
         return fleet._standing(host, len(host.free), tried=progress.tried,
                                started=progress.started, borrowers=progress.borrowers,
                                looked=dict(progress.looked), choice=choice,
                                below_cap=self.below_cap,
-                               capped=frozenset(t for t in self.below_cap if memo and
-                                                host.capped.get(t, -1.0) > host.clock))
+                               capped=frozenset(t for t in self.below_cap
+                                                if host.memo.cap(t) is not None))
 
     def borrowers(self, prefer: tuple[str, ...]) -> dict[str, int]:
         return self.fleet._borrowers(self.host, prefer[0] if prefer else None)

@@ -52,8 +52,8 @@ class Parent:
                 if promise.borrow:
                     freed.append((self.tenant[job], True))  # lend more, as after any
                 continue
-            if not borrowed:  # ``Dispatcher.known_free``: a slot of it is free here
-                host.capped.pop(self.tenant[job], None)
+            if not borrowed:  # ``CapMemo.freed``: a slot of it is free here
+                host.memo.freed(self.tenant[job])
             if promise.kind is not Kind.NOTHING_PARKED or self.sharing:
                 freed.append((self.tenant[job], borrowed))
         if done:

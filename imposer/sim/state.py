@@ -4,11 +4,8 @@ states, and one host's record (its parent and its receive).
 
 from __future__ import annotations
 
-from imposer.worker.policy import (  # noqa: F401 (re-exported)
-    CAP_MEMO_SECONDS as MEMO_SECONDS,
-    NOTES_READ,
-    RECEIVE_MAX,
-)
+from imposer.worker.dispatch.capmemo import CapMemo
+from imposer.worker.policy import NOTES_READ, RECEIVE_MAX  # noqa: F401 (re-exported)
 
 #: AWS calls the parent makes for each step, as the worker's code makes them: each entry is
 #: measured against the worker's own part at the boto3 boundary (tests/sim/test_costs.py).
@@ -48,12 +45,12 @@ RX_NONE, RX_ASKED, RX_WAIT, RX_BACK, RX_DONE, RX_CHAIN = range(6)
 class Host:
     """One parent and its receive: free slots, finished children, hand-offs owed."""
 
-    __slots__ = ("cap_read", "capped", "clock", "done", "empty", "free", "index", "looked",
+    __slots__ = ("cap_read", "clock", "memo", "done", "empty", "free", "index", "looked",
                  "notes_left", "owed", "parked_seen", "parks", "rx", "rx_end", "rx_result",
                  "rx_short", "rx_token", "rx_want", "stale", "state", "token", "turn",
                  "view", "viewed")
 
-    def __init__(self, index: int, slots: int) -> None:
+    def __init__(self, index: int, slots: int, defer_seconds: float) -> None:
         self.index = index
         self.free = list(range(slots - 1, -1, -1))
         self.done: list[tuple[int, int, bool]] = []
@@ -61,8 +58,9 @@ class Host:
         self.token = 0
         #: The parent's own time: busy with AWS calls until then.
         self.clock = 0.0
-        #: tenant -> until when this host takes it to be at its cap without asking.
-        self.capped: dict[str, float] = {}
+        #: The tenants this host takes to be at their cap without asking: the worker's
+        #: own memo, on this host's clock (``monotonic``).
+        self.memo = CapMemo(defer_seconds, self)
         #: The pass in progress (a generator), while the parent waits on AWS.
         self.turn = None
         #: tenant -> hand-offs owed to it (``Dispatcher._owed``), oldest tenant first.
@@ -92,3 +90,6 @@ class Host:
         #: (``Refiller.restart_parked``: once per read).
         self.view = self.viewed = 0
 
+    def monotonic(self) -> float:
+        """The parent's own time, as the worker's parts read it (``Clock.monotonic``)."""
+        return self.clock

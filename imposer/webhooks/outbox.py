@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Sequence
+
+import attrs
 
 from imposer.aws.s3 import Storage
 from imposer.clock import Clock
@@ -42,15 +43,34 @@ def parse_schedule(text: str) -> tuple[float, ...]:
     return tuple(float(part) for part in text.split(",") if part.strip())
 
 
+@attrs.frozen
+class Pacing:
+    """When the sender acts: the delays between a failed attempt and the next
+    (``IMPOSER_WEBHOOK_SCHEDULE``), and how often it polls the outbox for events of
+    other hosts (``IMPOSER_WEBHOOK_POLL_SECONDS``)."""
+
+    schedule: tuple[float, ...] = attrs.field(converter=tuple)
+    poll: float
+
+    def retries(self, attempts: int) -> bool:
+        """Whether an event that failed its *attempts*-th attempt is tried again."""
+        return attempts <= len(self.schedule)
+
+    def delay(self, attempts: int) -> float:
+        """Seconds after the *attempts*-th failed attempt before the next (the last step
+        repeats; 0 with no schedule)."""
+        return self.schedule[min(attempts, len(self.schedule)) - 1] if self.schedule else 0.0
+
+
 class OutboxSender(threading.Thread):
     """The webhook sender of one host: woken by its own completions, polling for the rest."""
 
     def __init__(self, outbox: OutboxStore, tenants: TenantStore, jobs: JobStore,
-                 storage: Storage, sender: WebhookSender, schedule: Sequence[float],
-                 poll: float, clock: Clock, *, metrics: Metrics) -> None:
+                 storage: Storage, sender: WebhookSender, pacing: Pacing, clock: Clock, *,
+                 metrics: Metrics) -> None:
         super().__init__(name="webhooks", daemon=True)
         self.outbox, self.tenants, self.jobs, self.storage = outbox, tenants, jobs, storage
-        self.sender, self.schedule, self.poll, self.clock = sender, tuple(schedule), poll, clock
+        self.sender, self.pacing, self.clock = sender, pacing, clock
         self.metrics = metrics
         #: Seconds since the oldest event due at the last pass was created (0 when none was).
         self.oldest_pending = 0.0
@@ -83,7 +103,7 @@ class OutboxSender(threading.Thread):
             if self._halt.is_set():
                 return
             try:
-                self._woken.put(self._woken.get(timeout=self.poll))
+                self._woken.put(self._woken.get(timeout=self.pacing.poll))
             except queue.Empty:
                 pass
 
@@ -117,17 +137,17 @@ class OutboxSender(threading.Thread):
         log = extra("webhook", event.tenant_id, event.job_id, event_id=event.event_id,
                     attempt=event.attempts)
         if not self._plate_ready(event):
-            self.outbox.retry_at(event, self.clock.time() + self._delay(1), "plate not promoted")
+            self.outbox.retry_at(event, self.clock.time() + self.pacing.delay(1), "plate not promoted")
             return
         config = self.tenants.get(event.tenant_id)
         result = self.sender.send(event.url, event.body,
                                   config.signing_secrets if config else (),
                                   event.event_id, config.webhook_hosts if config else ())
         detail = f"{result.detail} on attempt {event.attempts}"
-        if result.status == WebhookStatus.RETRY and event.attempts <= len(self.schedule):
+        if result.status == WebhookStatus.RETRY and self.pacing.retries(event.attempts):
             self.metrics.emit("webhooks", 1, outcome=WebhookStatus.RETRY,
                               tenant_id=event.tenant_id)
-            delay = self._delay(event.attempts)
+            delay = self.pacing.delay(event.attempts)
             self.outbox.retry_at(event, self.clock.time() + delay, detail)
             logger.info("webhook attempt %d of %s failed (%s); next in %.0fs", event.attempts,
                         event.event_id, result.detail, delay,
@@ -143,9 +163,6 @@ class OutboxSender(threading.Thread):
         logger.log(logging.INFO if status == WebhookStatus.DELIVERED else logging.WARNING,
                    "webhook %s: %s", status, detail, extra={**log, "action": f"webhook_{status}"})
         self._note(event, status, detail)
-
-    def _delay(self, attempts: int) -> float:
-        return self.schedule[min(attempts, len(self.schedule)) - 1] if self.schedule else 0.0
 
     def _plate_ready(self, event: Event) -> bool:
         """For a succeeded job: promote its committed plate if nobody has yet."""

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Callable
+
+import attrs
 
 from imposer.aws import session
 from imposer.logs import extra, guard
@@ -35,6 +38,26 @@ from imposer.worker.steps import Step
 logger = logging.getLogger(__name__)
 
 
+@attrs.frozen
+class Until:
+    """When the worker stops by itself: after *max_jobs* starts, or (*idle*) once nothing
+    runs and the queue holds nothing it could take. By default it serves until told."""
+
+    max_jobs: int | None = None
+    idle: bool = False
+
+    def left(self, started: int) -> int | None:
+        """Jobs it may still start after *started* (None: no limit)."""
+        return None if self.max_jobs is None else self.max_jobs - started
+
+    def reached(self, started: int, running: int, idle: Callable[[], bool]) -> bool:
+        """True once the worker has done enough; *idle* (``Intake.idle``, which may ask
+        AWS) is called only when nothing runs and it is to stop when idle."""
+        if self.max_jobs is not None and started >= self.max_jobs:
+            return True
+        return self.idle and not running and idle()
+
+
 class Supervisor:
     """Run jobs from the queue in a fixed pool, fairly, until told to stop.
 
@@ -43,17 +66,17 @@ class Supervisor:
 
     def __init__(self, settings: Settings, *, stops: StopRequests, startup: Startup,
                  reaper: Reaper, threads: list[threading.Thread], receiver: Receiver,
-                 intake: Intake, dispatch: Dispatcher, settler: Settler, refill: Refiller,
-                 running: RunningTable, pool: Pool, max_jobs: int | None = None,
-                 exit_when_idle: bool = False) -> None:
+                 intake: Intake, dispatch: Dispatcher, settler: Settler,
+                 running: RunningTable, until: Until = Until()) -> None:
         self.settings, self.stops, self.startup, self.reaper = settings, stops, startup, reaper
         self.drain, self.fast = stops.drain, stops.fast
         #: The side threads, each checked by ``check_health`` (the receiver too, once up).
         self.threads, self.receiver = threads, receiver
-        self.intake, self.dispatch, self.settler, self.refill = intake, dispatch, settler, refill
-        self.running, self.pool = running, pool
-        self.max_jobs = max_jobs
-        self.exit_when_idle = exit_when_idle
+        self.intake, self.dispatch, self.settler = intake, dispatch, settler
+        #: This host's running jobs (how many run decides a drain's end).
+        self.running = running
+        #: When it stops by itself (``imposer run --max-jobs/--exit-when-idle``).
+        self.until = until
         #: Set once the pool and the threads are up.
         self.booted = threading.Event()
         self.exit_code = Exit.OK
@@ -95,10 +118,19 @@ class Supervisor:
         self.booted.set()
         return True
 
+    @property
+    def pool(self) -> Pool:
+        """The pool of slots (the reaper's: it collects what the children report)."""
+        return self.reaper.pool
+
+    @property
+    def refill(self) -> Refiller:
+        """The refiller (the intake's: it carries out the slot decision after receives and
+        reads of the waiting view)."""
+        return self.intake.refill
+
     def done_enough(self) -> bool:
-        if self.max_jobs is not None and self.dispatch.started >= self.max_jobs:
-            return True
-        return self.exit_when_idle and not len(self.running) and self.intake.idle()
+        return self.until.reached(self.dispatch.started, len(self.running), self.intake.idle)
 
     # -- finished jobs and health ----------------------------------------------
     def collect_finished(self, wait: float | None = None) -> None:
@@ -138,13 +170,12 @@ class Supervisor:
         """Once per read of the waiting view: start parked jobs that no hand-off reached, and
         lend idle slots to capped tenants' parked jobs when borrowing is on."""
         with guard(None):
-            self.refill.restart_parked(self.pool.free(), self.drain.is_set, self.intake.empty_poll,
-                                self.intake.nothing_waiting)
+            self.intake.restart_parked(self.drain.is_set)
 
     def fill_free_slots(self) -> None:
         """Dispatch what the receiver brought; ask for more (one per free slot, and room
         for parking)."""
-        self.intake.fill(self.drain.is_set, self.max_jobs)
+        self.intake.fill(self.drain.is_set, self.until.left(self.dispatch.started))
 
     # -- the fixed stop order -----------------------------------------------------
     def hand_back_waiting(self) -> None:
@@ -178,7 +209,7 @@ class Supervisor:
         self.settle_finished(force=True)
         for thread in self.threads:
             thread.stop()
-        self.intake.give_back_all(0 if self.fast.is_set() else self.settings.poll_seconds + 5)
+        self.intake.give_back_all(fast=self.fast.is_set())
         self.reaper.hand_back()
         self.parked_returned += self.dispatch.give_back_parked()
         logger.info("stopped (started %s job(s); %s parked message(s) given back)",

@@ -85,8 +85,9 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     from imposer.aws import session
     from imposer.aws.s3 import Storage
     from imposer.webhooks.delivery import WebhookSender
-    from imposer.webhooks.outbox import OutboxSender, parse_schedule
+    from imposer.webhooks.outbox import OutboxSender, Pacing, parse_schedule
     from imposer.worker.dispatch.borrowing import BorrowPolicy
+    from imposer.worker.dispatch.capmemo import CapMemo
     from imposer.worker.dispatch.contention import ContentionMeter
     from imposer.worker.dispatch.deferral import Deferral
     from imposer.worker.dispatch.dispatcher import Dispatcher
@@ -113,7 +114,7 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     from imposer.worker.settle.settler import Settler
     from imposer.worker.settle.successor import Successors
     from imposer.worker.signals import StopRequests
-    from imposer.worker.supervisor import Supervisor
+    from imposer.worker.supervisor import Supervisor, Until
     from imposer.worker.threads import sweep as sweeping
     from imposer.worker.threads.gauges import ShareGaps, Utilisation
     from imposer.worker.threads.heartbeat import LeaseRenewer, MessageHolder
@@ -132,7 +133,8 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     sender = OutboxSender(
         b.outbox, b.tenants, b.jobs, storage,
         webhooks or WebhookSender(allow_http_loopback=s.allow_http_loopback),
-        parse_schedule(s.webhook_schedule), s.webhook_poll_seconds, clock, metrics=metrics)
+        Pacing(parse_schedule(s.webhook_schedule), s.webhook_poll_seconds), clock,
+        metrics=metrics)
     borrowing = BorrowPolicy(s.borrow, s.reserve_slots, leases, b.jobs, b.tenants)
     contention = ContentionMeter(s.slots, 2 * s.defer_seconds + 5, clock, metrics, s.host_id)
     receiver = Receiver(b.queue, s.poll_seconds, timing.visibility, clock)
@@ -140,7 +142,7 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     shares = SharePolicy(half_life=s.share_half_life, host_id=s.host_id, slots=s.slots,
                          leases=leases, jobs=b.jobs, tenants=b.tenants, running=running,
                          clock=clock)
-    launcher = Launcher(s, leases=leases, pool=pool, running=running, rollups=rollups,
+    launcher = Launcher(leases=leases, pool=pool, running=running, rollups=rollups,
                         contention=contention, overrun=overrun, metrics=metrics, clock=clock,
                         timing=timing)
     senders = SenderCheck(b.tenants, trusted=s.trusted_senders, require=s.require_senders,
@@ -151,30 +153,32 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
                         metrics=metrics, contention=contention, rollups=rollups, clock=clock)
     duplicates = Duplicates(jobs=b.jobs, storage=storage, messages=messages, metrics=metrics,
                             deferral=deferral)
+    memo = CapMemo(s.defer_seconds, clock)
     dispatch = Dispatcher(
-        host_id=s.host_id, borrow=s.borrow, defer_seconds=s.defer_seconds, launcher=launcher,
-        vet=vet, deferral=deferral, duplicates=duplicates, leases=leases, messages=messages,
-        handoff=handoff, metrics=metrics, borrowing=borrowing, clock=clock, shares=shares)
+        host_id=s.host_id, launcher=launcher, vet=vet, deferral=deferral,
+        duplicates=duplicates, leases=leases, handoff=handoff,
+        metrics=metrics, borrowing=borrowing, memo=memo, clock=clock, shares=shares)
     starts = ParkedStarts(host_id=s.host_id, dispatch=dispatch, launcher=launcher,
                           leases=leases, handoff=handoff, messages=messages, metrics=metrics,
                           clock=clock, shares=shares)
-    refill = Refiller(slots=s.slots, starts=starts, dispatch=dispatch, handoff=handoff,
+    refill = Refiller(slots=s.slots, starts=starts, memo=memo, handoff=handoff,
                       borrowing=borrowing, shares=shares)
     intake = Intake(receiver=receiver, dispatch=dispatch, refill=refill, pool=pool,
-                    messages=messages, left=WorkLeft(b.queue, b.jobs, b.tenants), clock=clock)
+                    messages=messages, left=WorkLeft(b.queue, b.jobs, b.tenants), memo=memo,
+                    clock=clock)
     ending = Ending(messages=messages, jobs=b.jobs, metrics=metrics, rollups=rollups,
                     clock=clock, wake_sender=sender.wake)
     completer = Completer(
-        host_id=s.host_id, max_attempts=s.max_attempts, heartbeat=s.heartbeat_seconds,
+        max_attempts=s.max_attempts, heartbeat=s.heartbeat_seconds,
         table=running, leases=leases, jobs=b.jobs, outbox=b.outbox, storage=storage,
         ending=ending, clock=clock)
     promiser = Promiser(host_id=s.host_id, starts=starts, pool=pool, leases=leases,
-                        handoff=handoff, dispatch=dispatch, borrowing=borrowing, shares=shares)
+                        handoff=handoff, memo=memo, borrowing=borrowing, shares=shares)
     successors = Successors(handoff=handoff, pool=pool, borrowing=borrowing, launcher=launcher,
                             messages=messages, metrics=metrics, clock=clock)
     settler = Settler(completer=completer, promiser=promiser, successors=successors,
                       refill=refill, running=running, pool=pool, clock=clock, shares=shares)
-    utilisation = Utilisation(host_id=s.host_id, slots=s.slots, pool=pool, handoff=handoff,
+    utilisation = Utilisation(host_id=s.host_id, pool=pool, handoff=handoff,
                               sender=sender, queue=b.queue, contention=contention,
                               rollups=rollups, metrics=metrics, clock=clock)
     threads = [
@@ -203,5 +207,5 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
                     clock=clock, wake=(receiver.wake_fd,))
     return Supervisor(
         s, stops=stops, startup=startup, reaper=reaper, threads=threads, receiver=receiver,
-        intake=intake, dispatch=dispatch, settler=settler, refill=refill, running=running,
-        pool=pool, max_jobs=max_jobs, exit_when_idle=exit_when_idle)
+        intake=intake, dispatch=dispatch, settler=settler, running=running,
+        until=Until(max_jobs, exit_when_idle))

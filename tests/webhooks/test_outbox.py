@@ -14,7 +14,7 @@ from imposer.models import JobStatus, S3Uri, TenantConfig
 from imposer.models.signature import header
 from imposer.state.outbox import Event, event_id
 from imposer.webhooks.delivery import WebhookSender, build_event, encode
-from imposer.webhooks.outbox import OutboxSender
+from imposer.webhooks.outbox import OutboxSender, Pacing
 from imposer.worker.wiring import connect
 from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.jobs import record_of, request
@@ -28,7 +28,8 @@ def sender_for(backends, schedule=(5, 300)):
     return OutboxSender(backends.outbox, backends.tenants, backends.jobs,
                         Storage(backends.settings.region),
                         WebhookSender(allow_http_loopback=True, timeout=5),
-                        schedule, poll=0.05, clock=backends.clock, metrics=backends.metrics)
+                        Pacing(schedule, poll=0.05), clock=backends.clock,
+                        metrics=backends.metrics)
 
 
 def finish_with_webhook(backends, url, status=JobStatus.FAILED, **event_fields):
@@ -51,6 +52,19 @@ def tenant(backends):
     backends.tenants.put(TenantConfig(tenant_id="acme", webhook_secret=SECRET,
                                       webhook_hosts=("127.0.0.1",)))
 
+
+
+class TestPacing:
+    def test_each_failed_attempt_waits_its_step_and_the_last_step_repeats(self):
+        """The schedule on plain values: attempt n waits step n; past the schedule, no retry."""
+        pacing = Pacing([5, 300, 1800], poll=2.0)
+        assert [pacing.delay(n) for n in (1, 2, 3, 4)] == [5, 300, 1800, 1800]
+        assert [pacing.retries(n) for n in (1, 3, 4)] == [True, True, False]
+        assert pacing.schedule == (5, 300, 1800), "any sequence is kept as a tuple"
+
+    def test_no_schedule_never_retries(self):
+        pacing = Pacing((), poll=2.0)
+        assert (pacing.retries(1), pacing.delay(1)) == (False, 0.0)
 
 class TestOutbox:
     def test_any_host_sends_what_another_settled(self, backends, receiver, tenant):

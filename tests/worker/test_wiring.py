@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from imposer.worker.dispatch.pool import Pool
-from imposer.worker.supervisor import Supervisor
+from imposer.worker.supervisor import Supervisor, Until
 from imposer.worker.wiring import build
 
 
@@ -39,6 +39,9 @@ class TestBuild:
             {id(d.handoff)}
         assert {id(p.timing) for p in (supervisor.intake.messages, d.launcher, d.handoff)} == \
             {id(supervisor.intake.messages.timing)}, "one LeaseTiming, built in the composition root"
+        assert {id(p.memo) for p in (d, supervisor.refill, settler.promiser,
+                                     supervisor.intake)} == {id(d.memo)}, "one cap memo"
+        assert d.memo.clock is backends.clock
 
     def test_the_settler_asks_the_parent_to_look_at_the_queue(self, settings, backends):
         """The one cycle of the parent (the intake refills through the refiller; a promise
@@ -47,7 +50,7 @@ class TestBuild:
         through the intake's look (the look itself, against SQS:
         ``test_handoff``'s last-slot tests)."""
         supervisor = build(settings, backends=backends, pool=Pool(1, settings))
-        assert supervisor.intake.refill is supervisor.refill
+        assert supervisor.intake.refill is supervisor.settler.refill, "one refiller"
         for part in (supervisor.settler, supervisor.settler.promiser, supervisor.refill):
             assert not hasattr(part, "look") and not hasattr(part, "intake")
 
@@ -74,5 +77,5 @@ class TestBuild:
         supervisor = build(settings, max_jobs=3, exit_when_idle=True)
         assert supervisor.settings is settings
         assert len(supervisor.pool.slots) == settings.slots
-        assert (supervisor.max_jobs, supervisor.exit_when_idle) == (3, True)
+        assert supervisor.until == Until(max_jobs=3, idle=True)
         assert supervisor.dispatch.leases.table == settings.leases_table

@@ -81,6 +81,10 @@ class Deferral:
             f"{SHARE_PARK_REASON}: another host started a job of {tenant} since this host's "
             f"decision counted {limit - 1} of its {cap} slots"))
 
+    def give_back(self, message: Received) -> None:
+        """No slot here for *message*: visible again at once, for whichever host has one."""
+        self.messages.give_back(message)
+
     def defer(self, request: JobRequest, message: Received, reason: str | None) -> bool:
         """Push the message back for a deferral and note why; False when re-published instead."""
         if reason:

@@ -16,14 +16,13 @@ from imposer.logs import guard
 from imposer.metrics import Metrics
 from imposer.models import JobRequest, Received
 from imposer.state.leases import Acquisition, LeaseStore, Verdict
-from imposer.worker import policy
 from imposer.worker.threads import sweep as sweeping
 from imposer.worker.dispatch.borrowing import BorrowPolicy
+from imposer.worker.dispatch.capmemo import CapMemo
 from imposer.worker.dispatch.deferral import Deferral
 from imposer.worker.dispatch.duplicates import Duplicates
 from imposer.worker.dispatch.handoff import HandOff
 from imposer.worker.dispatch.launch import Launcher
-from imposer.worker.messages import Messages
 from imposer.worker.dispatch.shares import SharePolicy
 from imposer.worker.receive.vetting import Vetting
 
@@ -31,19 +30,19 @@ from imposer.worker.receive.vetting import Vetting
 class Dispatcher:
     """Everything between a received message and a job handed to the pool."""
 
-    def __init__(self, *, host_id: str, borrow: bool, defer_seconds: float,
-                 launcher: Launcher, vet: Vetting, leases: LeaseStore,
-                 deferral: Deferral, duplicates: Duplicates, messages: Messages,
-                 handoff: HandOff, metrics: Metrics, borrowing: BorrowPolicy, clock: Clock,
+    def __init__(self, *, host_id: str, launcher: Launcher, vet: Vetting, leases: LeaseStore,
+                 deferral: Deferral, duplicates: Duplicates, handoff: HandOff,
+                 metrics: Metrics, borrowing: BorrowPolicy, memo: CapMemo, clock: Clock,
                  shares: SharePolicy | None = None) -> None:
-        #: This host; whether capped tenants may borrow idle slots; and the deferral
-        #: interval (a tenant found at cap is taken to be for at most this, or a second).
-        self.host_id, self.borrow, self.defer_seconds = host_id, borrow, defer_seconds
+        #: This host; whether capped tenants may borrow idle slots (``BorrowPolicy``).
+        self.host_id, self.borrow = host_id, borrowing.enabled
+        #: Tenants found at their cap a moment ago: no transaction for them (``CapMemo``).
+        self.memo = memo
         #: Fair share (IMPOSER_SHARE_HALF_LIFE); ``sharing``: it decides who takes a free slot.
         self.shares, self.sharing = shares, shares is not None and shares.enabled
-        self.leases, self.messages, self.metrics = leases, messages, metrics
+        self.leases, self.metrics = leases, metrics
         self.handoff, self.borrowing = handoff, borrowing
-        #: Parks or defers what does not start; settles copies of jobs that ran.
+        #: Parks, defers or gives back what does not start; settles copies of jobs that ran.
         self.deferral, self.duplicates = deferral, duplicates
         self.clock = clock
         #: Starts leased jobs in the pool; parses and checks messages.
@@ -52,8 +51,6 @@ class Dispatcher:
         #: True when every message of the last batch belonged to a paused tenant (cap 0).
         self.last_batch_paused = False
         self._candidates: list[tuple[JobRequest, Received, int]] = []
-        #: tenant -> (monotonic time until which it is known to be at cap, its cap)
-        self._capped: dict[str, tuple[float, int]] = {}
 
     def take_batch(self, messages: list[Received], free: list[int],
                    stopping: Callable[[], bool], received_at: float | None = None) -> None:
@@ -71,7 +68,7 @@ class Dispatcher:
         self._paused = self.deferral.parks = 0
         for message in self.take_bursts(messages, free, stopping, received_at):
             if stopping():
-                self.messages.give_back(message)
+                self.deferral.give_back(message)
                 continue
             with self.vet.guard(message):
                 if not free:
@@ -104,7 +101,7 @@ class Dispatcher:
                 request = self.vet.parse(message)
             except (InvalidMessage, BackendError):
                 continue  # rejected below, or (its sender's row unread) judged again there
-            if request.key not in keys and self.known_cap(request.tenant_id) is None:
+            if request.key not in keys and self.memo.cap(request.tenant_id) is None:
                 keys.add(request.key)
                 bursts.setdefault(request.tenant_id, []).append((request, message))
         taken: set[int] = set()
@@ -124,7 +121,7 @@ class Dispatcher:
                                             received_at=received_at):
                         free.remove(lease.slot)
                 if leases and len(leases) == cap:  # it has just filled its cap
-                    self.known_capped(burst[0][0].tenant_id, cap)
+                    self.memo.found(burst[0][0].tenant_id, cap)
         return [m for m in messages if id(m) not in taken]
 
     def park_or_give_back(self, message: Received) -> None:
@@ -138,7 +135,7 @@ class Dispatcher:
             self.vet.reject(message, exc)
             return
         tenant = request.tenant_id
-        cap = self.known_cap(tenant)
+        cap = self.memo.cap(tenant)
         if cap:
             self.deferral.at_cap(request, message, cap)
             return
@@ -148,22 +145,11 @@ class Dispatcher:
             if first is not None:
                 self.deferral.share_park(request, message, first)
                 return
-        self.messages.give_back(message)
+        self.deferral.give_back(message)
 
     def known_capped(self, tenant: str, cap: int) -> None:
-        """*tenant* was found at its cap: take it to be for a second (``CAP_MEMO_SECONDS``;
-        no transaction)."""
-        self._capped[tenant] = (self.clock.monotonic() + min(policy.CAP_MEMO_SECONDS,
-                                                             self.defer_seconds), cap)
-
-    def known_cap(self, tenant: str) -> int | None:
-        """*tenant*'s cap if it was found at that cap less than a second ago, else None."""
-        known = self._capped.get(tenant)
-        return known[1] if known and known[0] > self.clock.monotonic() else None
-
-    def known_free(self, tenant: str) -> None:
-        """A slot of *tenant* was freed here: it may be below its cap again."""
-        self._capped.pop(tenant, None)
+        """A parked start found *tenant* at its cap (``CapMemo.found``)."""
+        self.memo.found(tenant, cap)
 
     @property
     def started(self) -> int:
@@ -192,7 +178,7 @@ class Dispatcher:
         except BackendError as exc:
             self.launcher.acquire_failed(request, exc)
             try:
-                self.messages.defer(request, message)
+                self.deferral.defer(request, message, None)
             except BackendError:
                 pass  # it comes back when its visibility runs out
             return False
@@ -206,7 +192,7 @@ class Dispatcher:
         cycling a capped backlog then costs half the calls.
         """
         tenant, limit = request.tenant_id, None
-        known = self.known_cap(tenant)
+        known = self.memo.cap(tenant)
         if known is not None:
             acq = Acquisition(verdict=Verdict.AT_CAP, cap=known)
         else:
@@ -219,7 +205,7 @@ class Dispatcher:
             acq = self.leases.acquire(request, self.host_id, slot, message.sent_at,
                                       message.receipt, limit=limit)
             if acq.verdict == Verdict.AT_CAP:
-                self.known_capped(tenant, acq.cap)
+                self.memo.found(tenant, acq.cap)
         if acq.verdict == Verdict.ACQUIRED:
             return self.launcher.launch(request, message, [slot], acq.lease,
                                         received_at=received_at)

@@ -15,7 +15,6 @@ from imposer.logs import extra
 from imposer.metrics import Metrics
 from imposer.models import JobRequest, JobStatus, Lease, Received, TaskSpec
 from imposer.models.urgency import record_fields
-from imposer.settings import Settings
 from imposer.state.leases import LeaseStore
 from imposer.worker.dispatch.contention import ContentionMeter
 from imposer.worker.overrun import OverrunPolicy
@@ -30,11 +29,10 @@ logger = logging.getLogger(__name__)
 class Launcher:
     """Start leased jobs in the pool; count them; unwind leases that will not run."""
 
-    def __init__(self, settings: Settings, *, leases: LeaseStore, pool: Pool,
-                 running: RunningTable, rollups: RollupRecorder, contention: ContentionMeter,
-                 overrun: OverrunPolicy, metrics: Metrics, clock: Clock,
-                 timing: LeaseTiming) -> None:
-        self.settings, self.leases, self.pool, self.running = settings, leases, pool, running
+    def __init__(self, *, leases: LeaseStore, pool: Pool, running: RunningTable,
+                 rollups: RollupRecorder, contention: ContentionMeter, overrun: OverrunPolicy,
+                 metrics: Metrics, clock: Clock, timing: LeaseTiming) -> None:
+        self.leases, self.pool, self.running = leases, pool, running
         self.rollups, self.contention, self.overrun = rollups, contention, overrun
         self.metrics, self.clock = metrics, clock
         self.timing = timing

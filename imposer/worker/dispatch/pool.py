@@ -131,6 +131,11 @@ class Pool:
     def busy_count(self) -> int:
         return sum(s.busy for s in self.slots)
 
+    @property
+    def size(self) -> int:
+        """The slots of this pool (``IMPOSER_SLOTS``)."""
+        return len(self.slots)
+
     def submit(self, index: int, spec: Any, run_for: float) -> None:
         """Send *spec* to slot *index*'s child, replacing (once) a child that died idle.
 

@@ -18,6 +18,7 @@ from imposer.errors import BackendError, MissingResource
 from imposer.logs import extra
 from imposer.models import Received
 from imposer.worker import policy
+from imposer.worker.dispatch.capmemo import CapMemo
 from imposer.worker.dispatch.dispatcher import Dispatcher
 from imposer.worker.messages import Messages
 from imposer.worker.dispatch.pool import Pool
@@ -32,9 +33,12 @@ class Intake:
     """Keep the free slots asked for, and the receive's failures paced."""
 
     def __init__(self, *, receiver: Receiver, dispatch: Dispatcher, refill: Refiller,
-                 pool: Pool, messages: Messages, left: WorkLeft, clock: Clock) -> None:
+                 pool: Pool, messages: Messages, left: WorkLeft, memo: CapMemo,
+                 clock: Clock) -> None:
         self.receiver, self.dispatch, self.refill, self.pool = receiver, dispatch, refill, pool
         self.messages, self.left, self.clock = messages, left, clock
+        #: Tenants found at their cap a moment ago (their messages leave a slot to promise).
+        self.memo = memo
         self._failures = 0
         #: Monotonic time before which no receive is asked (backing off a failure).
         self.paused_until = 0.0
@@ -45,7 +49,7 @@ class Intake:
         self._looked: list[Received] = []
         self._looked_at = 0.0
 
-    def fill(self, stopping: Callable[[], bool], max_jobs: int | None) -> None:
+    def fill(self, stopping: Callable[[], bool], most: int | None = None) -> None:
         """Dispatch what the receiver brought; ask it for one message per free slot, and
         room for as many as its last batch parked (``policy.receive_size``).
 
@@ -53,7 +57,8 @@ class Intake:
         doubling to 30 s) while the loop keeps settling finished jobs. A
         receive that brings nothing while slots are free lets parked work of
         tenants this host knows to be waiting take them (``wake_idle``), and
-        with borrowing on lends the slots beyond the reserve (``lend``).
+        with borrowing on lends the slots beyond the reserve (``lend``). It asks
+        for no more than *most* messages (``Until.left``; None: no limit).
         """
         now = self.clock.monotonic()
         looked, self._looked = self._looked, []
@@ -82,8 +87,8 @@ class Intake:
         if not free or now < self.paused_until or self.receiver.busy:
             return
         want = policy.receive_size(len(free), self.dispatch.last_batch_parks)
-        if max_jobs is not None:
-            want = min(want, max_jobs - self.dispatch.started)
+        if most is not None:
+            want = min(want, most)
         if want > 0:  # a hand-off owed is paid by an empty receive: no need to wait for one
             self.receiver.ask(want, poll=not self.refill.owes)
 
@@ -117,8 +122,15 @@ class Intake:
         would otherwise lose to *tenant*'s parked job."""
         return self.look(tenant) and self._none_for_others(self._looked, tenant)
 
+    def restart_parked(self, stopping: Callable[[], bool]) -> None:
+        """Once per read of the waiting view: start parked jobs that no hand-off reached, and
+        lend idle slots to capped tenants' parked jobs when borrowing is on
+        (``Refiller.restart_parked``, told what the last receive and a look find)."""
+        self.refill.restart_parked(self.pool.free(), stopping, self.empty_poll,
+                                   self.nothing_waiting)
+
     def _none_for_others(self, messages: list[Received], tenant: str) -> bool:
-        return all(m.group_id == tenant or self.dispatch.known_cap(m.group_id) is not None
+        return all(m.group_id == tenant or self.memo.cap(m.group_id) is not None
                    for m in messages if m.group_id is not None)
 
     def take_looked(self) -> list[Received]:
@@ -147,10 +159,10 @@ class Intake:
             return most
         return max(0.0, min(most, self.paused_until - self.clock.monotonic()))
 
-    def give_back_all(self, timeout: float) -> None:
-        """At the stop: the receive stopped (*timeout* for one in flight to answer), and what
-        it and a look brought given back, visible to other hosts at once."""
-        for message in self.take_looked() + self.receiver.stop(timeout):
+    def give_back_all(self, fast: bool = False) -> None:
+        """At the stop: the receive stopped (a receive in flight may answer, unless *fast*),
+        and what it and a look brought given back, visible to other hosts at once."""
+        for message in self.take_looked() + self.receiver.stop(0 if fast else None):
             self.messages.give_back_quietly(message)
 
     def idle(self) -> bool:

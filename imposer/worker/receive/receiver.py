@@ -115,8 +115,10 @@ class Receiver(threading.Thread):
                 self._result = got
             os.write(self._write, b"x")
 
-    def stop(self, timeout: float) -> list[Received]:
-        """Stop asking; wait up to *timeout* s for a poll in flight; return what it received."""
+    def stop(self, timeout: float | None = None) -> list[Received]:
+        """Stop asking; wait up to *timeout* s for a poll in flight (by default as long as
+        one may take: the long poll and 5 s); return what it received."""
+        timeout = self.poll_seconds + 5 if timeout is None else timeout
         with self._lock:
             self._stopping = True
             self._lock.notify()

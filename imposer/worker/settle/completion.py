@@ -85,12 +85,12 @@ class Settlement:
 class Completer:
     """Release and settle jobs as their outcomes come back from the pool."""
 
-    def __init__(self, *, host_id: str, max_attempts: int, heartbeat: float,
-                 table: RunningTable, leases: LeaseStore, jobs: JobStore, outbox: OutboxStore,
-                 storage: Storage, ending: Ending, clock: Clock) -> None:
-        #: This host (named in a stopped job's wait reason), the attempts a job may fail,
-        #: and the margin before its lease runs out within which a release gives up.
-        self.host_id, self.max_attempts, self.heartbeat = host_id, max_attempts, heartbeat
+    def __init__(self, *, max_attempts: int, heartbeat: float, table: RunningTable,
+                 leases: LeaseStore, jobs: JobStore, outbox: OutboxStore, storage: Storage,
+                 ending: Ending, clock: Clock) -> None:
+        #: The attempts a job may fail, and the margin before its lease runs out within
+        #: which a release gives up.
+        self.max_attempts, self.heartbeat = max_attempts, heartbeat
         self.table = table
         self.leases, self.jobs, self.outbox, self.storage = leases, jobs, outbox, storage
         #: The message's fate and the job's report, once its release committed.
@@ -156,7 +156,7 @@ class Completer:
             return
         try:
             self.leases.release(job.lease, JobStatus.QUEUED, wait_reason=(
-                f"worker {self.host_id} stopped before finishing; returned to the queue"))
+                f"worker {job.lease.host} stopped before finishing; returned to the queue"))
         except (LeaseLost, BackendError) as exc:
             logger.error("could not release %s on stop: %s", req.key, exc,
                          extra=extra("release_error", req.tenant_id, req.job_id))

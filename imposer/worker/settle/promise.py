@@ -22,7 +22,7 @@ from imposer.state.waiting import Parked
 from imposer.worker import allocation, executor
 from imposer.worker.allocation import Kind
 from imposer.worker.dispatch.borrowing import BorrowPolicy
-from imposer.worker.dispatch.dispatcher import Dispatcher
+from imposer.worker.dispatch.capmemo import CapMemo
 from imposer.worker.dispatch.handoff import HandOff, Handover
 from imposer.worker.dispatch.pool import Pool
 from imposer.worker.dispatch.shares import SharePolicy
@@ -48,10 +48,10 @@ class Promiser:
     """Decide, before a release, whether its slot goes with it, and to which parked job."""
 
     def __init__(self, *, host_id: str, starts: ParkedStarts, pool: Pool, leases: LeaseStore,
-                 handoff: HandOff, dispatch: Dispatcher, borrowing: BorrowPolicy,
+                 handoff: HandOff, memo: CapMemo, borrowing: BorrowPolicy,
                  shares: SharePolicy | None = None) -> None:
         self.host_id, self.starts, self.pool, self.leases = host_id, starts, pool, leases
-        self.handoff, self.dispatch, self.borrowing = handoff, dispatch, borrowing
+        self.handoff, self.memo, self.borrowing = handoff, memo, borrowing
         #: Fair share (IMPOSER_SHARE_HALF_LIFE): a freed slot goes to the tenant furthest
         #: below its weighted share, not always to the settled job's tenant.
         self.shares = shares if shares is not None and shares.enabled else None
@@ -106,7 +106,7 @@ class Promiser:
             return Promise.MADE, self._handover(job, note, request, cap, borrow=step.borrow)
         if step.kind is Kind.NOTHING_PARKED:
             if not borrowed:  # as ``Refiller.wake`` does: a slot of it is free
-                self.dispatch.known_free(tenant)
+                self.memo.freed(tenant)
             return Promise.NOTHING_PARKED, None
         return Promise.NOT_NOW, None
 

@@ -22,7 +22,7 @@ from imposer.logs import extra
 from imposer.worker import allocation, executor
 from imposer.worker.allocation import Kind
 from imposer.worker.dispatch.borrowing import BorrowPolicy
-from imposer.worker.dispatch.dispatcher import Dispatcher
+from imposer.worker.dispatch.capmemo import CapMemo
 from imposer.worker.dispatch.handoff import HandOff
 from imposer.worker.dispatch.shares import SharePolicy
 from imposer.worker.settle.parked import ParkedStarts
@@ -33,14 +33,14 @@ logger = logging.getLogger(__name__)
 class Refiller:
     """Give free slots to parked jobs as the slot decision says, and keep what is owed."""
 
-    def __init__(self, *, slots: int, starts: ParkedStarts, dispatch: Dispatcher,
+    def __init__(self, *, slots: int, starts: ParkedStarts, memo: CapMemo,
                  handoff: HandOff, borrowing: BorrowPolicy,
                  shares: SharePolicy | None = None) -> None:
         #: This host's slots (the most hand-offs owed to one tenant).
         self.slots = slots
         #: Starts a tenant's oldest parked job in a free slot (the decision's START).
         self.starts = starts
-        self.dispatch, self.handoff, self.borrowing = dispatch, handoff, borrowing
+        self.memo, self.handoff, self.borrowing = memo, handoff, borrowing
         #: Fair share (IMPOSER_SHARE_HALF_LIFE): a freed slot goes to the tenant furthest
         #: below its weighted share, not always to the settled job's tenant.
         self.shares = shares if shares is not None and shares.enabled else None
@@ -69,7 +69,7 @@ class Refiller:
         (after a borrowed start with the release, the host's other idle slots).
         """
         if not stopping() and not borrowed:
-            self.dispatch.known_free(tenant)
+            self.memo.freed(tenant)
         self.allocate(allocation.Released(tenant, borrowed), free, stopping,
                       prefer=(tenant,) if borrowed else ())
 
@@ -179,7 +179,7 @@ class _Parent:
         return allocation.Standing(
             free=len(self.free), stopping=self.stopping(), parked=parked,
             capped=frozenset(t for t in self.below_cap
-                             if refill.dispatch.known_cap(t) is not None),
+                             if refill.memo.cap(t) is not None),
             owed=dict(self.owed), looked=dict(progress.looked),
             tried=frozenset(progress.tried), started=progress.started,
             borrow=borrowing.enabled, reserve=borrowing.reserve,

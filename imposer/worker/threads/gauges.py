@@ -21,10 +21,10 @@ class Utilisation:
     """Sample this host's slot utilisation, parked backlog, oldest due webhook and the
     stranded/shortage split."""
 
-    def __init__(self, *, host_id: str, slots: int, pool: Pool, handoff: HandOff,
-                 sender: OutboxSender, queue: JobQueue, contention: ContentionMeter,
-                 rollups: RollupRecorder, metrics: Metrics, clock: Clock) -> None:
-        self.host_id, self.slots, self.pool, self.handoff = host_id, slots, pool, handoff
+    def __init__(self, *, host_id: str, pool: Pool, handoff: HandOff, sender: OutboxSender,
+                 queue: JobQueue, contention: ContentionMeter, rollups: RollupRecorder,
+                 metrics: Metrics, clock: Clock) -> None:
+        self.host_id, self.pool, self.handoff = host_id, pool, handoff
         self.sender, self.queue, self.contention, self.rollups = (sender, queue, contention,
                                                                    rollups)
         self.metrics, self.clock = metrics, clock
@@ -32,12 +32,12 @@ class Utilisation:
     def sample(self) -> None:
         """Emit this host's slot utilisation, parked backlog, oldest due webhook and the
         stranded/shortage split."""
-        busy, host = self.pool.busy_count(), self.host_id
-        self.metrics.emit("slot_utilisation", 100.0 * busy / self.slots, host=host)
+        busy, host, slots = self.pool.busy_count(), self.host_id, self.pool.size
+        self.metrics.emit("slot_utilisation", 100.0 * busy / slots, host=host)
         self.metrics.emit("backlog", self.handoff.parked_here(), host=host)
         self.metrics.emit("webhook_oldest_pending", round(self.sender.oldest_pending, 3),
                           host=host)
-        queued = self.queue.depth()["visible"] if busy >= self.slots else 0
+        queued = self.queue.depth()["visible"] if busy >= slots else 0
         stranded, stranded_time, shortage = self.contention.sample(busy, queued)
         self.rollups.contention(stranded, stranded_time, shortage, self.clock.time())
 
