@@ -192,7 +192,7 @@ MAX_ARGUMENTS = 8
 #: The constructors wider than that today, each at its present width: the debt issue 37
 #: names. None may grow; a new one may not join them; one that narrows to the limit
 #: must be taken off (``test_the_wide_list_only_names_wide_constructors``).
-WIDE = {"Supervisor": 11, "Dispatcher": 12, "Completer": 9, "Launcher": 9,
+WIDE = {"Supervisor": 10, "Dispatcher": 12, "Completer": 9, "Launcher": 9,
         "Utilisation": 9, "LiveView": 10, "ParkedStarts": 9,
         "Writer": 9}
 

@@ -65,13 +65,13 @@ class Supervisor:
     """
 
     def __init__(self, settings: Settings, *, stops: StopRequests, startup: Startup,
-                 reaper: Reaper, threads: list[threading.Thread], receiver: Receiver,
-                 intake: Intake, dispatch: Dispatcher, settler: Settler,
+                 reaper: Reaper, threads: list[threading.Thread], intake: Intake, dispatch: Dispatcher, settler: Settler,
                  running: RunningTable, until: Until = Until()) -> None:
         self.settings, self.stops, self.startup, self.reaper = settings, stops, startup, reaper
         self.drain, self.fast = stops.drain, stops.fast
-        #: The side threads, each checked by ``check_health`` (the receiver too, once up).
-        self.threads, self.receiver = threads, receiver
+        #: The side threads, each checked by ``check_health`` (the intake's receiver too,
+        #: once up).
+        self.threads = threads
         self.intake, self.dispatch, self.settler = intake, dispatch, settler
         #: This host's running jobs (how many run decides a drain's end).
         self.running = running
@@ -124,6 +124,11 @@ class Supervisor:
         return self.reaper.pool
 
     @property
+    def receiver(self) -> Receiver:
+        """The receive's thread (the intake's)."""
+        return self.intake.receiver
+
+    @property
     def refill(self) -> Refiller:
         """The refiller (the intake's: it carries out the slot decision after receives and
         reads of the waiting view)."""
@@ -154,7 +159,7 @@ class Supervisor:
 
     def check_health(self) -> None:
         """Stop the worker if a background thread is gone: never run unsupervised."""
-        for thread in self.threads + [self.receiver] * (self.receiver.ident is not None):
+        for thread in self.threads + self.intake.threads():
             if not thread.is_alive():
                 logger.critical("%s thread is gone; stopping", thread.name,
                                 extra=extra("thread_died", thread_name=thread.name))

@@ -206,6 +206,6 @@ def build(settings: Settings, *, backends: Backends | None = None, pool: Pool | 
     reaper = Reaper(pool=pool, running=running, completer=completer, overrun=overrun,
                     clock=clock, wake=(receiver.wake_fd,))
     return Supervisor(
-        s, stops=stops, startup=startup, reaper=reaper, threads=threads, receiver=receiver,
+        s, stops=stops, startup=startup, reaper=reaper, threads=threads,
         intake=intake, dispatch=dispatch, settler=settler, running=running,
         until=Until(max_jobs, exit_when_idle))

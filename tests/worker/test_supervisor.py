@@ -56,6 +56,23 @@ class TestHealth:
             alive.stop()
             supervisor.pool.stop(timeout=0)
 
+    def test_the_receivers_thread_is_watched_once_started(self, settings, tmp_path, logged):
+        """The intake's receiver is checked beside the side threads once it was started:
+        one that ended stops the worker with exit 5, naming ``receiver``."""
+        supervisor, _, _ = hand_driven(settings, tmp_path)
+        try:
+            supervisor.threads[:] = []
+            supervisor.check_health()
+            assert supervisor.exit_code == Exit.OK, "a receiver never started is not gone"
+            supervisor.receiver.start()
+            assert supervisor.receiver.stop(30) == [] and not supervisor.receiver.is_alive()
+            supervisor.check_health()
+            assert (supervisor.exit_code, supervisor.fast.is_set()) == (Exit.THREAD_DIED, True)
+            (line,) = [r for r in logged() if r["action"] == "thread_died"]
+            assert line["thread_name"] == "receiver"
+        finally:
+            supervisor.pool.stop(timeout=0)
+
 
 @pytest.mark.slow
 class TestExitStatus:

@@ -10,6 +10,7 @@ still take (``--exit-when-idle``, read by ``leftover``).
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Callable
 
 from imposer import backoff
@@ -164,6 +165,10 @@ class Intake:
         and what it and a look brought given back, visible to other hosts at once."""
         for message in self.take_looked() + self.receiver.stop(0 if fast else None):
             self.messages.give_back_quietly(message)
+
+    def threads(self) -> list[threading.Thread]:
+        """The intake's thread to watch: the receiver, once it was started."""
+        return [self.receiver] if self.receiver.ident is not None else []
 
     def idle(self) -> bool:
         """The last receive found nothing, and the queue holds nothing this host could take
