@@ -22,6 +22,17 @@ pytest_plugins = [
 ]
 
 
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto`` (setup.cfg): one worker more than the cores this process may use. Many
+    tests spend most of their time waiting on real subprocesses (workers, the local AWS
+    stack, pool children), so a third worker on two cores keeps both busy."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on Linux)
+        cores = os.cpu_count() or 1
+    return cores + 1
+
+
 @pytest.fixture(scope="session", autouse=True)
 def stress():
     """Keep every core busy for the session when IMPOSER_TEST_STRESS=1."""
