@@ -22,15 +22,15 @@ pytest_plugins = [
 ]
 
 
-def pytest_xdist_auto_num_workers(config) -> int:
-    """``-n auto`` (setup.cfg): one worker more than the cores this process may use. Many
-    tests spend most of their time waiting on real subprocesses (workers, the local AWS
-    stack, pool children), so a third worker on two cores keeps both busy."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # (not on Linux)
-        cores = os.cpu_count() or 1
-    return cores + 1
+@pytest.hookimpl(hookwrapper=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (setup.cfg): one worker more than xdist's own count (the physical cores).
+    Many tests spend most of their time waiting on real subprocesses (workers, the local
+    AWS stack, pool children), so a third worker on two cores keeps both busy.
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still sets the count exactly."""
+    outcome = yield
+    if not os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        outcome.force_result(outcome.get_result() + 1)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,8 +2,8 @@
 
 As ``imposer.worker.dispatch.dispatcher`` does, with its rules from
 ``imposer.worker.policy``: the cap (``may_take_own_slot``) behind an acquire
-(one per tenant for a burst that fits under its cap), the dispatcher's memo
-of tenants found at their cap, the borrow rule (``why_not_borrow``) after
+(one per tenant for a burst that fits under its cap), the worker's own memo
+of tenants found at their cap (``CapMemo``), the borrow rule (``why_not_borrow``) after
 the batch's own starts.
 """
 

@@ -36,7 +36,7 @@ ends meanwhile is settled at once, the poll going on beside it. A
 poll that returns empty is what pays an owed hand-off, so a capped tenant
 whose job ended in its host's last free slot waits for the poll in flight
 to end. A tenant found at its cap is taken to be at cap on that host for a
-second (the dispatcher's memo) unless one of its jobs ends there.
+second (the worker's ``CapMemo``) unless one of its jobs ends there.
 
 Delivery is that of ``imposer.dev.localstack.stack``, SQS fair queues: visible
 messages of the groups with the fewest messages in flight first, each group

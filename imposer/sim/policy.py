@@ -52,7 +52,7 @@ class Policy:
     receive_seconds: float = 0.0
     #: The receive's long poll while slots are free and nothing is visible (0: none).
     poll_seconds: float = 0.0
-    #: The dispatcher's memo of tenants found at their cap.
+    #: The memo of tenants found at their cap (``CapMemo``).
     memo: bool = True
     #: How long a host keeps a tenant's cap before reading it again (IMPOSER_CAP_CACHE_SECONDS).
     cap_cache_seconds: float = 5.0

@@ -45,7 +45,7 @@ RX_NONE, RX_ASKED, RX_WAIT, RX_BACK, RX_DONE, RX_CHAIN = range(6)
 class Host:
     """One parent and its receive: free slots, finished children, hand-offs owed."""
 
-    __slots__ = ("cap_read", "clock", "memo", "done", "empty", "free", "index", "looked",
+    __slots__ = ("cap_read", "clock", "done", "empty", "free", "index", "looked", "memo",
                  "notes_left", "owed", "parked_seen", "parks", "rx", "rx_end", "rx_result",
                  "rx_short", "rx_token", "rx_want", "stale", "state", "token", "turn",
                  "view", "viewed")

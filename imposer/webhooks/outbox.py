@@ -137,7 +137,8 @@ class OutboxSender(threading.Thread):
         log = extra("webhook", event.tenant_id, event.job_id, event_id=event.event_id,
                     attempt=event.attempts)
         if not self._plate_ready(event):
-            self.outbox.retry_at(event, self.clock.time() + self.pacing.delay(1), "plate not promoted")
+            self.outbox.retry_at(event, self.clock.time() + self.pacing.delay(1),
+                                 "plate not promoted")
             return
         config = self.tenants.get(event.tenant_id)
         result = self.sender.send(event.url, event.body,

@@ -59,7 +59,7 @@ class Standing:
     stopping: bool = False  #: the worker is stopping: nothing more starts
     #: Tenants this host parked or read notes of lately (``HandOff.parked_tenants``).
     parked: tuple[str, ...] = ()
-    #: Tenants found at their cap less than a second ago (the dispatcher's memo).
+    #: Tenants found at their cap less than a second ago (``CapMemo``).
     capped: frozenset[str] = frozenset()
     #: tenant -> hand-offs owed to it, oldest first.
     owed: Mapping[str, int] = attrs.field(factory=dict)

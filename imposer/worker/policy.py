@@ -33,7 +33,7 @@ NOTES_READ = 32
 #: Messages one receive returns at most (SQS's limit).
 RECEIVE_MAX = 10
 #: A tenant found at its cap is taken to be at it for this long, or the deferral interval
-#: if shorter, unless one of its jobs ends here (the dispatcher's memo: no transaction).
+#: if shorter, unless one of its jobs ends here (``CapMemo``: no transaction).
 CAP_MEMO_SECONDS = 1.0
 
 

@@ -65,8 +65,10 @@ class Supervisor:
     """
 
     def __init__(self, settings: Settings, *, stops: StopRequests, startup: Startup,
-                 reaper: Reaper, threads: list[threading.Thread], intake: Intake, dispatch: Dispatcher, settler: Settler,
-                 running: RunningTable, until: Until = Until()) -> None:
+                 reaper: Reaper, threads: list[threading.Thread], intake: Intake,
+                 dispatch: Dispatcher, settler: Settler, running: RunningTable,
+                 until: Until = Until()) -> None:
+        #: The settings it runs under (the loop itself reads none: operators and tests do).
         self.settings, self.stops, self.startup, self.reaper = settings, stops, startup, reaper
         self.drain, self.fast = stops.drain, stops.fast
         #: The side threads, each checked by ``check_health`` (the intake's receiver too,
@@ -180,7 +182,7 @@ class Supervisor:
     def fill_free_slots(self) -> None:
         """Dispatch what the receiver brought; ask for more (one per free slot, and room
         for parking)."""
-        self.intake.fill(self.drain.is_set, self.until.left(self.dispatch.started))
+        self.intake.fill(self.drain.is_set, self.until.left)
 
     # -- the fixed stop order -----------------------------------------------------
     def hand_back_waiting(self) -> None:

@@ -107,7 +107,7 @@ class TestReceiving:
 
     def test_an_acquire_refused_at_cap_is_one_transaction(self, backends, settings, clock):
         """The common case under a capped backlog: the transaction is cancelled at the cap
-        (the next one within the cap memo costs none: ``Dispatcher.known_capped``)."""
+        (the next one within the cap memo costs none: ``CapMemo``)."""
         backends.tenants.put(TenantConfig(tenant_id="acme", cap=1))
         first, second = request(), request()
         for req in (first, second):

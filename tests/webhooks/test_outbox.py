@@ -53,7 +53,6 @@ def tenant(backends):
                                       webhook_hosts=("127.0.0.1",)))
 
 
-
 class TestPacing:
     def test_each_failed_attempt_waits_its_step_and_the_last_step_repeats(self):
         """The schedule on plain values: attempt n waits step n; past the schedule, no retry."""
@@ -65,6 +64,7 @@ class TestPacing:
     def test_no_schedule_never_retries(self):
         pacing = Pacing((), poll=2.0)
         assert (pacing.retries(1), pacing.delay(1)) == (False, 0.0)
+
 
 class TestOutbox:
     def test_any_host_sends_what_another_settled(self, backends, receiver, tenant):

@@ -264,7 +264,7 @@ class TestARestartOfParkedJobs:
         assert kinds(found) == [("look", "acme")]
 
     def test_a_tenant_known_at_its_cap_is_not_redriven(self):
-        """The dispatcher's memo says acme is at its cap: no start tried."""
+        """The cap memo says acme is at its cap: no start tried."""
         standing = Standing(free=3, below_cap=("acme",), capped=frozenset({"acme"}))
         assert steps(standing, ViewRead()) == []
 

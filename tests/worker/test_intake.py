@@ -16,6 +16,7 @@ from imposer.models import TenantConfig
 from tests.fixtures.faultproxy import FaultProxy
 from tests.fixtures.workers import layout, submit_jobs, wait_for
 from tests.fixtures.parents import hand_driven
+from imposer.worker.supervisor import Until
 
 
 @pytest.fixture
@@ -44,6 +45,29 @@ class TestFill:
         filled_until(supervisor.intake, lambda: len(supervisor.running), "the job to start")
         assert supervisor.running.in_slot(0).request.job_id == job
         assert supervisor.pool.free() == []
+
+    def test_a_limit_on_jobs_counts_the_starts_of_the_same_fill(self, settings, tmp_path):
+        """``--max-jobs 2`` with three slots free: the fill that starts job 1 asks for one
+        message more, not two (the limit read after its own starts, not before)."""
+        supervisor, _, _ = hand_driven(settings, tmp_path, slots=3)
+        asked: list[int] = []
+        real_ask = supervisor.receiver.ask
+
+        def ask(count: int, poll: bool = True) -> bool:
+            asked.append(count)
+            return real_ask(count, poll)
+
+        supervisor.receiver.ask = ask
+        left = Until(max_jobs=2).left
+        try:
+            submit_jobs(settings, tmp_path, "acme", 1, layout())
+            wait_for(lambda: (supervisor.intake.fill(never, left),
+                              len(supervisor.running))[1], 60, "job 1 to start")
+            assert asked[0] == 2, "before any start: one per job the limit leaves"
+            assert asked[-1] == 1, f"after job 1 started, asked for {asked[-1]}"
+        finally:
+            supervisor.receiver.stop(0)
+            supervisor.pool.stop(timeout=0)
 
     def test_a_failing_receive_backs_off_doubling(self, settings, tmp_path, monkeypatch,
                                                   logged):

@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 
 class Deferral:
-    """Park, hold or defer the messages the dispatcher does not start."""
+    """Park, defer or give back the messages the dispatcher does not start."""
 
     def __init__(self, *, tenants: TenantStore, jobs: JobStore, messages: Messages,
                  handoff: HandOff, metrics: Metrics, contention: ContentionMeter,

@@ -50,7 +50,8 @@ class Intake:
         self._looked: list[Received] = []
         self._looked_at = 0.0
 
-    def fill(self, stopping: Callable[[], bool], most: int | None = None) -> None:
+    def fill(self, stopping: Callable[[], bool],
+             left: Callable[[int], int | None] | None = None) -> None:
         """Dispatch what the receiver brought; ask it for one message per free slot, and
         room for as many as its last batch parked (``policy.receive_size``).
 
@@ -59,7 +60,8 @@ class Intake:
         receive that brings nothing while slots are free lets parked work of
         tenants this host knows to be waiting take them (``wake_idle``), and
         with borrowing on lends the slots beyond the reserve (``lend``). It asks
-        for no more than *most* messages (``Until.left``; None: no limit).
+        for no more messages than *left* says may still start after the jobs started so
+        far, this fill's own included (``Until.left``; None: no limit).
         """
         now = self.clock.monotonic()
         looked, self._looked = self._looked, []
@@ -88,6 +90,7 @@ class Intake:
         if not free or now < self.paused_until or self.receiver.busy:
             return
         want = policy.receive_size(len(free), self.dispatch.last_batch_parks)
+        most = None if left is None else left(self.dispatch.started)
         if most is not None:
             want = min(want, most)
         if want > 0:  # a hand-off owed is paid by an empty receive: no need to wait for one
