@@ -104,7 +104,7 @@ def plant_everything(chaos: Chaos, tmp_path) -> list[subprocess.Popen]:
 class TestChecks:
     def test_every_column_catches_its_violation(self, aws_endpoint, tmp_path):
         """A clean run with one violation planted per column reports a violation in each."""
-        config = Config(seed=5, faults=0, hosts=1, slots=2, settle_seconds=15.0,
+        config = Config(seed=5, faults=0, hosts=1, slots=2, settle_seconds=180.0,
                         tenants=(("globex", 2), ("paused", 0)))
         chaos = Chaos(config, tmp_path, aws_endpoint)
         planted = []
@@ -116,7 +116,7 @@ class TestChecks:
                 chaos.submit_job("ok", "globex")
             chaos.submit_job("ok", "paused")  # lost: never runs
             chaos.boot()
-            chaos.wait_final()
+            chaos.wait_final(leave=1)  # all but the paused tenant's, however busy the machine
             chaos.wait_webhooks(20)
             chaos.stop_hosts()
             sweep = chaos.final_sweep()
