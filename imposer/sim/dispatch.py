@@ -50,7 +50,7 @@ class Dispatch:
         groups: dict[str, list[int]] = {}
         for job in batch[:len(host.free)] if len(host.free) > 1 and not self.sharing else ():
             tenant = self.tenant[job]
-            if host.memo.cap(tenant) is None:
+            if not (self.policy.memo and host.memo.cap(tenant) is not None):
                 groups.setdefault(tenant, []).append(job)
         taken: set[int] = set()
         for tenant, jobs in groups.items():
@@ -76,7 +76,7 @@ class Dispatch:
             tenant = self.tenant[job]
             cap = self.cap[tenant]
             self._saw(tenant, host.clock)
-            known_capped = host.memo.cap(tenant) is not None
+            known_capped = p.memo and host.memo.cap(tenant) is not None
             if not free:  # ``park_or_give_back``: beyond the free slots (room for parking)
                 if known_capped and cap > 0:
                     progress |= self._wait(job, cap, host)

@@ -206,8 +206,9 @@ class HandOffs:
     def _none_for_others(self, host: Host, batch: list[int], tenant: str) -> bool:
         """``Intake._none_for_others``: nothing in *batch* another tenant could start here
         (its own, or of tenants known to be at their cap)."""
-        return all(self.tenant[job] == tenant or host.memo.cap(self.tenant[job]) is not None
-                   for job in batch)
+        memo = self.policy.memo  # (off: nothing is recorded, and nothing need be asked)
+        return all(self.tenant[job] == tenant or
+                   (memo and host.memo.cap(self.tenant[job]) is not None) for job in batch)
 
     def _live(self, note: tuple) -> bool:
         return self.version[note[3]] == note[2] and self.state[note[3]] == PARKED
@@ -261,12 +262,13 @@ class _Parent:
         choice = None
         if fleet.sharing and isinstance(trigger, (allocation.Released, allocation.BatchDone)):
             choice = fleet._share_choice(host.clock, exclude=progress.tried)
+        memo = fleet.policy.memo
         return fleet._standing(host, len(host.free), tried=progress.tried,
                                started=progress.started, borrowers=progress.borrowers,
                                looked=dict(progress.looked), choice=choice,
                                below_cap=self.below_cap,
-                               capped=frozenset(t for t in self.below_cap
-                                                if host.memo.cap(t) is not None))
+                               capped=frozenset(t for t in self.below_cap if memo and
+                                                host.memo.cap(t) is not None))
 
     def borrowers(self, prefer: tuple[str, ...]) -> dict[str, int]:
         return self.fleet._borrowers(self.host, prefer[0] if prefer else None)
